@@ -1,0 +1,137 @@
+/*
+ * nl_conn: a TCP connection owned by one loop (muduo TcpConnection, Redis connection).
+ *
+ * States: CONNECTING -> CONNECTED -> DISCONNECTING (shutdown requested, output draining)
+ * -> DISCONNECTED. Connections are created by netlib only (nl_server accepts, nl_client
+ * connects) and freed by netlib only, after on_close.
+ *
+ * Input: each readiness does one nl_buf_read_fd into the input buffer, then calls on_message
+ * with it; the callback consumes what it can (nl_buf_retrieve) and leaves partial frames.
+ * Output: nl_conn_send writes straight to the socket when nothing is queued and queues only
+ * the rest; nl_conn_send_block queues a reference to a shared block. Queued output is flushed
+ * once per loop iteration (before-sleep) with one writev over everything queued, so bursts
+ * coalesce. Buffers hold no storage while the connection is idle.
+ * The high-water mark counts queued output bytes; on_high_water fires when a send takes the
+ * queue from below to at-or-above it (then again only after the queue drained below it).
+ *
+ * Thread: every function taking an nl_conn_t * is owner-thread only (NL_ASSERT_OWNER), except
+ * nl_conn_send_to, which takes (loop, id) and works from any thread.
+ * Ownership: netlib frees the connection after on_close returns; the pointer is dead then.
+ * nl_conn_close is idempotent and safe inside any callback, the connection's own included: the
+ * connection is freed only after the current callback returns (at the end of the iteration).
+ * Usage: in on_connected set nl_conn_set_data(c, session); in on_message parse and reply with
+ *        nl_conn_send; in on_close free the session.
+ */
+#ifndef HERALD_NETLIB_NL_CONN_H
+#define HERALD_NETLIB_NL_CONN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "netlib/nl_block.h"
+#include "netlib/nl_buf.h"
+#include "netlib/nl_loop.h"
+
+typedef struct nl_conn_s nl_conn_t;
+
+typedef enum nl_conn_state_e {
+    NL_CONN_CONNECTING = 0,
+    NL_CONN_CONNECTED,
+    NL_CONN_DISCONNECTING,
+    NL_CONN_DISCONNECTED,
+} nl_conn_state_t;
+
+typedef void (*nl_conn_connected_cb)(nl_conn_t *c);
+/* in: the input buffer; consume with nl_buf_retrieve. Leaving bytes keeps them for next time. */
+typedef void (*nl_conn_message_cb)(nl_conn_t *c, nl_buf_t *in);
+typedef void (*nl_conn_write_complete_cb)(nl_conn_t *c);
+typedef void (*nl_conn_high_water_cb)(nl_conn_t *c, size_t queued_bytes);
+/* reason: 0 orderly (peer EOF or local close with 0), -ETIMEDOUT idle, else negative errno. */
+typedef void (*nl_conn_close_cb)(nl_conn_t *c, int reason);
+
+/* Callbacks, shared by every connection of a server or client (one static struct, not a copy
+ * per connection). Any slot may be NULL. */
+typedef struct nl_conn_cbs_s {
+    nl_conn_connected_cb on_connected;
+    nl_conn_message_cb on_message;
+    nl_conn_write_complete_cb on_write_complete;
+    nl_conn_high_water_cb on_high_water;
+    nl_conn_close_cb on_close;
+} nl_conn_cbs_t;
+
+uint64_t nl_conn_id(const nl_conn_t *c); /* unique per process, never reused */
+nl_loop_t *nl_conn_loop(const nl_conn_t *c);
+int nl_conn_fd(const nl_conn_t *c);
+nl_conn_state_t nl_conn_state(const nl_conn_t *c);
+
+/* Writes the peer address as "ip:port" (getpeername; nothing is stored per connection).
+ * Returns 0 or -errno. */
+int nl_conn_peer(const nl_conn_t *c, char *out, size_t out_len);
+
+/* The arg of the server or client that made this connection (nl_server_opts_t.arg,
+ * nl_client_opts_t.arg), shared by all its connections. */
+void *nl_conn_ctx(const nl_conn_t *c);
+
+void nl_conn_set_data(nl_conn_t *c, void *data);
+void *nl_conn_data(const nl_conn_t *c);
+
+/* Replaces the callbacks (e.g. after a handshake). cbs must outlive the connection. */
+void nl_conn_set_cbs(nl_conn_t *c, const nl_conn_cbs_t *cbs);
+
+/* Sends len bytes: written straight to the socket when nothing is queued, the rest copied into
+ * the output buffer. Returns: 0; -ENOTCONN when not CONNECTED; -ENOBUFS when the output
+ * buffer's cap is reached (nothing queued); -ENOMEM. A write error closes the connection
+ * (on_close later), it is not returned. Thread: owner. Callbacks: on_high_water and
+ * on_write_complete may run before this returns. */
+int nl_conn_send(nl_conn_t *c, const void *data, size_t len);
+
+/* Queues a reference to a shared block (taking its own reference) and marks the connection
+ * for the iteration's flush. Returns: 0; -ENOTCONN; -ENOMEM. Thread: owner.
+ * Callbacks: on_high_water may run before this returns. */
+int nl_conn_send_block(nl_conn_t *c, nl_block_t *b);
+
+/* Copies data and posts it to the owner loop, which sends it to connection id if it is still
+ * there. Returns: 0; -ENOMEM. A connection gone meanwhile drops the data (counted per loop).
+ * Thread: any. */
+int nl_conn_send_to(nl_loop_t *loop, uint64_t conn_id, const void *data, size_t len);
+
+/* Finds a live connection of this loop by id, or NULL. Thread: owner. */
+nl_conn_t *nl_conn_lookup(nl_loop_t *loop, uint64_t conn_id);
+
+/* Output bytes queued and not yet written. */
+size_t nl_conn_output_bytes(const nl_conn_t *c);
+
+/* Sets the high-water mark in bytes (0 disables, the default). */
+void nl_conn_set_high_water(nl_conn_t *c, size_t bytes);
+
+/* Caps the input buffer (default NL_BUF_DEFAULT_MAX); a full input buffer pauses reading. */
+void nl_conn_set_max_input(nl_conn_t *c, size_t bytes);
+
+/* Stops / resumes reading from the socket (backpressure). Thread: owner. */
+void nl_conn_pause_read(nl_conn_t *c);
+void nl_conn_resume_read(nl_conn_t *c);
+
+/* TCP_NODELAY on or off. Returns 0 or -errno. */
+int nl_conn_set_nodelay(nl_conn_t *c, bool on);
+
+/* Graceful: half-closes (SHUT_WR) once the queued output is written, keeps reading until the
+ * peer closes. State becomes DISCONNECTING. Idempotent. Thread: owner. */
+void nl_conn_shutdown(nl_conn_t *c);
+
+/* Forced close: stops events, drops queued output, and frees the connection at the end of the
+ * iteration after on_close(c, reason). Idempotent; safe inside any callback. Thread: owner. */
+void nl_conn_close(nl_conn_t *c, int reason);
+
+/* Per-loop connection counters (owner thread, or summed by a posted closure). */
+typedef struct nl_conn_loop_stats_s {
+    uint64_t open;           /* connections now */
+    uint64_t bytes_in;
+    uint64_t bytes_out;
+    uint64_t writev_calls;
+    uint64_t send_to_dropped; /* nl_conn_send_to for an id that was gone */
+} nl_conn_loop_stats_t;
+void nl_conn_get_loop_stats(nl_loop_t *loop, nl_conn_loop_stats_t *out);
+
+#endif
