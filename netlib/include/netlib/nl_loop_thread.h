@@ -10,6 +10,8 @@
 #ifndef HERALD_NETLIB_NL_LOOP_THREAD_H
 #define HERALD_NETLIB_NL_LOOP_THREAD_H
 
+#include <stdbool.h>
+
 #include "netlib/nl_loop.h"
 
 typedef struct nl_loop_thread_s nl_loop_thread_t;
@@ -21,7 +23,8 @@ typedef void (*nl_loop_thread_cb)(nl_loop_t *loop, void *arg);
 typedef struct nl_loop_thread_opts_s {
     nl_loop_opts_t loop;
     const char *name;          /* thread name (pthread_setname_np), e.g. "herald-io2" */
-    int cpu;                   /* pin to this CPU; -1 for no pinning */
+    bool is_pinned;            /* pin the thread to `cpu`; false (zeroed options): no pinning */
+    int cpu;
     nl_loop_thread_cb on_start;
     nl_loop_thread_cb on_stop;
     void *arg;
