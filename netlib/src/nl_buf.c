@@ -1,0 +1,298 @@
+/*
+ * nl_buf: the [prepend | readable | writable] byte buffer (muduo's Buffer, with lazy storage).
+ *
+ * Invariants: rd <= wr <= cap <= max_bytes. With storage, an empty buffer has
+ * rd == wr == NL_BUF_PREPEND (rd may dip below the mark only through nl_buf_prepend). Without
+ * storage, data == NULL and cap == rd == wr == 0: an idle connection's buffer costs 24 bytes.
+ */
+#include "netlib/nl_buf.h"
+
+#include <endian.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "netlib/nl_common.h"
+
+void nl_buf_init(nl_buf_t *b, size_t max_bytes)
+{
+    if (max_bytes == 0)
+        max_bytes = NL_BUF_DEFAULT_MAX;
+    /* The fields are 32-bit; a buffer of 4 GiB or more is a bug in the caller's config. */
+    if (max_bytes > UINT32_MAX)
+        max_bytes = UINT32_MAX;
+    /* Below this not even one byte fits behind the prepend reserve. */
+    if (max_bytes < NL_BUF_PREPEND + 1)
+        max_bytes = NL_BUF_PREPEND + 1;
+    b->data = NULL;
+    b->cap = 0;
+    b->rd = 0;
+    b->wr = 0;
+    b->max_bytes = (uint32_t)max_bytes;
+}
+
+void nl_buf_deinit(nl_buf_t *b)
+{
+    free(b->data);
+    b->data = NULL;
+    b->cap = 0;
+    b->rd = 0;
+    b->wr = 0;
+}
+
+void nl_buf_retrieve_all(nl_buf_t *b)
+{
+    /* Rewinding to the prepend mark (not to 0) keeps the cheap-prepend reserve. */
+    uint32_t mark = b->data ? NL_BUF_PREPEND : 0;
+    b->rd = mark;
+    b->wr = mark;
+}
+
+void nl_buf_retrieve(nl_buf_t *b, size_t n)
+{
+    NL_ASSERT(n <= nl_buf_readable(b));
+    if (n < nl_buf_readable(b))
+        b->rd += (uint32_t)n;
+    else
+        nl_buf_retrieve_all(b);
+}
+
+void nl_buf_release(nl_buf_t *b)
+{
+    if (nl_buf_readable(b) != 0)
+        return;
+    nl_buf_deinit(b);
+}
+
+/* Bytes that may still be made readable before the buffer hits max_bytes. */
+static size_t buf_room(const nl_buf_t *b)
+{
+    size_t used = NL_BUF_PREPEND + nl_buf_readable(b);
+    return used >= b->max_bytes ? 0 : b->max_bytes - used;
+}
+
+/* The capacity to allocate so that need bytes (prepend reserve included) fit. */
+static size_t buf_next_cap(const nl_buf_t *b, size_t need)
+{
+    size_t cap;
+    if (b->cap == 0) {
+        /* First use: what is asked for, rounded up to NL_BUF_INITIAL, so a 16 KiB message
+         * read from the spill allocates 16 KiB rather than 16 KiB doubled from 1 KiB. */
+        size_t body = need - NL_BUF_PREPEND;
+        if (body < NL_BUF_INITIAL)
+            body = NL_BUF_INITIAL;
+        body = (body + NL_BUF_INITIAL - 1) / NL_BUF_INITIAL * NL_BUF_INITIAL;
+        cap = NL_BUF_PREPEND + body;
+    } else {
+        cap = b->cap;
+        while (cap < need)
+            cap *= 2;
+    }
+    return cap > b->max_bytes ? b->max_bytes : cap;
+}
+
+/* Grows the storage to hold need bytes; the readable bytes end up at the prepend mark. */
+static int buf_grow(nl_buf_t *b, size_t need)
+{
+    size_t cap = buf_next_cap(b, need);
+    size_t len = nl_buf_readable(b);
+    char *p;
+    if (b->rd == NL_BUF_PREPEND || len == 0) {
+        /* realloc may extend in place; with nothing readable there is nothing to move. */
+        p = realloc(b->data, cap);
+        if (p == NULL)
+            return -ENOMEM;
+    } else {
+        /* A realloc would copy the dead prefix too; copy only the readable bytes. */
+        p = malloc(cap);
+        if (p == NULL)
+            return -ENOMEM;
+        memcpy(p + NL_BUF_PREPEND, b->data + b->rd, len);
+        free(b->data);
+    }
+    b->data = p;
+    b->cap = (uint32_t)cap;
+    b->rd = NL_BUF_PREPEND;
+    b->wr = (uint32_t)(NL_BUF_PREPEND + len);
+    return 0;
+}
+
+int nl_buf_ensure_writable(nl_buf_t *b, size_t n)
+{
+    if (nl_buf_writable(b) >= n && b->data != NULL)
+        return 0;
+    if (n > buf_room(b))
+        return -ENOBUFS;
+    size_t len = nl_buf_readable(b);
+    if (b->data != NULL && b->cap >= NL_BUF_PREPEND + len + n) {
+        /* Inside grow: the dead bytes before rd make enough room, so slide the readable
+         * bytes back to the prepend mark instead of allocating (muduo makeSpace). */
+        memmove(b->data + NL_BUF_PREPEND, b->data + b->rd, len);
+        b->rd = NL_BUF_PREPEND;
+        b->wr = (uint32_t)(NL_BUF_PREPEND + len);
+        return 0;
+    }
+    return buf_grow(b, NL_BUF_PREPEND + len + n);
+}
+
+int nl_buf_append(nl_buf_t *b, const void *data, size_t len)
+{
+    if (len == 0)
+        return 0;
+    int rc = nl_buf_ensure_writable(b, len);
+    if (rc < 0)
+        return rc;
+    memcpy(b->data + b->wr, data, len);
+    b->wr += (uint32_t)len;
+    return 0;
+}
+
+void nl_buf_has_written(nl_buf_t *b, size_t n)
+{
+    NL_ASSERT(n <= nl_buf_writable(b));
+    b->wr += (uint32_t)n;
+}
+
+int nl_buf_prepend(nl_buf_t *b, const void *data, size_t len)
+{
+    if (len > nl_buf_prependable(b))
+        return -ENOBUFS;
+    if (len == 0)
+        return 0;
+    b->rd -= (uint32_t)len;
+    memcpy(b->data + b->rd, data, len);
+    return 0;
+}
+
+const char *nl_buf_find(const nl_buf_t *b, const void *needle, size_t len)
+{
+    if (b->data == NULL || len == 0)
+        return NULL;
+    return memmem(b->data + b->rd, nl_buf_readable(b), needle, len);
+}
+
+const char *nl_buf_find_byte(const nl_buf_t *b, uint8_t c)
+{
+    if (b->data == NULL)
+        return NULL;
+    return memchr(b->data + b->rd, c, nl_buf_readable(b));
+}
+
+/* The integers are copied with memcpy: the readable bytes have no alignment. */
+uint16_t nl_buf_peek_u16(const nl_buf_t *b)
+{
+    uint16_t v;
+    NL_ASSERT(nl_buf_readable(b) >= sizeof v);
+    memcpy(&v, b->data + b->rd, sizeof v);
+    return be16toh(v);
+}
+
+uint32_t nl_buf_peek_u32(const nl_buf_t *b)
+{
+    uint32_t v;
+    NL_ASSERT(nl_buf_readable(b) >= sizeof v);
+    memcpy(&v, b->data + b->rd, sizeof v);
+    return be32toh(v);
+}
+
+uint64_t nl_buf_peek_u64(const nl_buf_t *b)
+{
+    uint64_t v;
+    NL_ASSERT(nl_buf_readable(b) >= sizeof v);
+    memcpy(&v, b->data + b->rd, sizeof v);
+    return be64toh(v);
+}
+
+uint16_t nl_buf_read_u16(nl_buf_t *b)
+{
+    uint16_t v = nl_buf_peek_u16(b);
+    nl_buf_retrieve(b, sizeof v);
+    return v;
+}
+
+uint32_t nl_buf_read_u32(nl_buf_t *b)
+{
+    uint32_t v = nl_buf_peek_u32(b);
+    nl_buf_retrieve(b, sizeof v);
+    return v;
+}
+
+uint64_t nl_buf_read_u64(nl_buf_t *b)
+{
+    uint64_t v = nl_buf_peek_u64(b);
+    nl_buf_retrieve(b, sizeof v);
+    return v;
+}
+
+int nl_buf_append_u16(nl_buf_t *b, uint16_t v)
+{
+    uint16_t be = htobe16(v);
+    return nl_buf_append(b, &be, sizeof be);
+}
+
+int nl_buf_append_u32(nl_buf_t *b, uint32_t v)
+{
+    uint32_t be = htobe32(v);
+    return nl_buf_append(b, &be, sizeof be);
+}
+
+int nl_buf_append_u64(nl_buf_t *b, uint64_t v)
+{
+    uint64_t be = htobe64(v);
+    return nl_buf_append(b, &be, sizeof be);
+}
+
+/*
+ * One readv into the writable space plus the stack spill, so a single syscall takes up to
+ * writable + 64 KiB whatever the buffer's current size, and a small buffer grows only by what
+ * actually arrived (muduo readFd). The spill is trimmed to what max_bytes still allows, so a
+ * byte is never read from the socket that the buffer cannot then keep.
+ */
+ssize_t nl_buf_read_fd(nl_buf_t *b, int fd)
+{
+    char spill[NL_BUF_SPILL];
+    size_t room = buf_room(b);
+    size_t in_place = b->data != NULL ? nl_buf_writable(b) : 0;
+    if (in_place > room)
+        in_place = room;
+    if (room == 0)
+        return -ENOBUFS;
+    size_t spill_len = room - in_place;
+    if (spill_len > sizeof spill)
+        spill_len = sizeof spill;
+
+    struct iovec iov[2];
+    int iovcnt = 0;
+    if (in_place > 0) {
+        iov[iovcnt].iov_base = b->data + b->wr;
+        iov[iovcnt].iov_len = in_place;
+        iovcnt++;
+    }
+    if (spill_len > 0) {
+        iov[iovcnt].iov_base = spill;
+        iov[iovcnt].iov_len = spill_len;
+        iovcnt++;
+    }
+
+    ssize_t n;
+    do {
+        n = readv(fd, iov, iovcnt);
+    } while (n < 0 && errno == EINTR);
+    if (n < 0) {
+        int err = -errno;
+        /* EWOULDBLOCK equals EAGAIN on Linux; callers test one value. */
+        return err == -EWOULDBLOCK ? -EAGAIN : err;
+    }
+    if ((size_t)n <= in_place) {
+        b->wr += (uint32_t)n;
+        return n;
+    }
+    b->wr += (uint32_t)in_place;
+    /* Cannot be -ENOBUFS: spill_len was trimmed to the room left. */
+    int rc = nl_buf_append(b, spill, (size_t)n - in_place);
+    if (rc < 0)
+        return rc;
+    return n;
+}
