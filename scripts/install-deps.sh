@@ -7,6 +7,7 @@ packages=(
     build-essential cmake pkg-config clang libclang-rt-14-dev # toolchain; clang for libFuzzer
     libhiredis-dev libprotobuf-c-dev protobuf-c-compiler      # Redis engine, wire protocol
     libcmocka-dev libssl-dev libinih-dev libmicrohttpd-dev    # tests, HMAC, config, admin API
+    libjansson-dev                                            # JWT claims (gateway)
     redis-server                                              # integration tests
     libevent-dev                                              # the pingpong benchmark's reference
     python3 python3-protobuf protobuf-compiler                # protocol interoperability test

@@ -1,0 +1,794 @@
+/*
+ * gw_config: defaults, INI file (inih), HERALD_* variables and getopt_long flags, all driven by
+ * the settings[] table below. Adding a setting is one row plus its field and default; the file
+ * key, the environment name, the flag, --help and --print-config follow from the row.
+ */
+#include "gw_config.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <ini.h>
+
+#include "gw_channel_name.h"
+#include "netlib/nl_log.h"
+
+typedef enum setting_type_e {
+    T_STR,      /* char array; off2 unused, the capacity comes from FIELD_CAP */
+    T_U16,      /* uint16_t */
+    T_U32,      /* uint32_t */
+    T_BOOL,     /* bool */
+    T_DURATION, /* uint64_t milliseconds */
+    T_SIZE,     /* uint64_t bytes */
+    T_HOSTPORT, /* char host[] at off + uint16_t port at off2 */
+    T_SLOW,     /* gw_slow_policy_t */
+    T_ENGINE,   /* gw_engine_kind_t */
+    T_LOGLEVEL, /* int holding an nl_log_level_t */
+} setting_type_t;
+
+typedef struct setting_s {
+    const char *section; /* file section, without brackets */
+    const char *key;     /* file key within the section */
+    const char *name;    /* HERALD_<NAME> and --<name> with '_' turned into '-' */
+    const char *alias;   /* an extra long flag, or NULL */
+    setting_type_t type;
+    size_t off;  /* the field */
+    size_t off2; /* T_HOSTPORT: the port field; T_STR: the field's capacity */
+    uint64_t min;
+    uint64_t max;
+    bool is_secret; /* never printed, never echoed in an error */
+    const char *help;
+} setting_t;
+
+#define OFF(f) offsetof(gw_config_t, f)
+#define CAP(f) sizeof(((gw_config_t *)0)->f)
+#define MIB (1024ull * 1024ull)
+
+/* The ordering matters twice: sections print in this order, and a composite HOST:PORT row
+ * comes before its host and port rows so that HERALD_LISTEN_PORT overrides HERALD_LISTEN. */
+static const setting_t settings[] = {
+    {"server", "listen", "listen", NULL, T_HOSTPORT, OFF(listen_host), OFF(listen_port), 0, 0,
+     false, "address clients connect to"},
+    {"server", "host", "listen_host", NULL, T_STR, OFF(listen_host), CAP(listen_host), 0, 0, false,
+     "client listener host only"},
+    {"server", "port", "listen_port", NULL, T_U16, OFF(listen_port), 0, 0, 65535, false,
+     "client listener port only (0: any free port)"},
+    {"server", "io_threads", "io_threads", NULL, T_U32, OFF(io_threads), 0, 0, 256, false,
+     "IO loop threads (0: one per core)"},
+    {"server", "worker_threads", "worker_threads", NULL, T_U32, OFF(worker_threads), 0, 1, 256,
+     false, "worker pool threads (token checks, slow work)"},
+    {"server", "worker_queue", "worker_queue", NULL, T_U32, OFF(worker_queue_capacity), 0, 1,
+     1u << 20, false, "worker pool queue capacity, tasks"},
+    {"server", "max_connections", "max_connections", NULL, T_U32, OFF(max_connections), 0, 1,
+     10000000, false, "client connections accepted at once"},
+    {"server", "reuseport", "reuseport", NULL, T_BOOL, OFF(is_reuseport), 0, 0, 0, false,
+     "one SO_REUSEPORT listener per IO loop"},
+    {"server", "node_id", "node_id", NULL, T_STR, OFF(node_id), CAP(node_id), 0, 0, false,
+     "this node's name in presence and logs (empty: host name)"},
+    {"server", "drain", "drain", NULL, T_DURATION, OFF(drain_ms), 0, 0, 3600000, false,
+     "on SIGTERM, spread client disconnects over this window"},
+    {"admin", "enabled", "admin_enabled", NULL, T_BOOL, OFF(is_admin_enabled), 0, 0, 0, false,
+     "serve the admin HTTP API"},
+    {"admin", "listen", "admin", NULL, T_HOSTPORT, OFF(admin_host), OFF(admin_port), 0, 0, false,
+     "admin HTTP address (keep it on loopback)"},
+    {"admin", "host", "admin_host", NULL, T_STR, OFF(admin_host), CAP(admin_host), 0, 0, false,
+     "admin HTTP host only"},
+    {"admin", "port", "admin_port", NULL, T_U16, OFF(admin_port), 0, 0, 65535, false,
+     "admin HTTP port only (0: any free port)"},
+    {"admin", "api_key", "admin_api_key", "api-key", T_STR, OFF(admin_api_key), CAP(admin_api_key),
+     0, 0, true, "X-Api-Key for every admin path but /healthz"},
+    {"admin", "max_body", "admin_max_body", NULL, T_SIZE, OFF(admin_max_body_bytes), 0, 1024,
+     64 * MIB, false, "largest admin request body"},
+    {"auth", "secret", "token_secret", "secret", T_STR, OFF(token_secret), CAP(token_secret), 0, 0,
+     true, "HS256 key that signs client tokens"},
+    {"auth", "insecure", "insecure", NULL, T_BOOL, OFF(is_insecure), 0, 0, 0, false,
+     "accept clients without checking tokens (demos only)"},
+    {"limits", "ping_interval", "ping_interval", NULL, T_DURATION, OFF(ping_interval_ms), 0, 1000,
+     3600000, false, "client ping interval announced in ConnectOk"},
+    {"limits", "idle_timeout", "idle_timeout", NULL, T_DURATION, OFF(idle_timeout_ms), 0, 1000,
+     86400000, false, "close connections silent this long (> ping_interval)"},
+    {"limits", "connect_timeout", "connect_timeout", NULL, T_DURATION, OFF(connect_timeout_ms), 0,
+     100, 600000, false, "close connections that send no Connect this long"},
+    {"limits", "max_frame", "max_frame", NULL, T_SIZE, OFF(max_frame_bytes), 0, 64, 16 * MIB, false,
+     "largest frame a client may send"},
+    {"limits", "max_subscriptions", "max_subscriptions", NULL, T_U32,
+     OFF(max_subscriptions_per_conn), 0, 1, 100000, false, "channels per connection"},
+    {"limits", "max_channel_bytes", "max_channel_bytes", NULL, T_U32, OFF(max_channel_bytes), 0, 1,
+     GW_CHANNEL_NAME_MAX_LIMIT, false, "longest channel name"},
+    {"limits", "publish_rate", "publish_rate", NULL, T_U32, OFF(publish_rate_per_s), 0, 0, 1000000,
+     false, "client publishes per second per connection (0: unlimited)"},
+    {"limits", "publish_burst", "publish_burst", NULL, T_U32, OFF(publish_burst), 0, 1, 1000000,
+     false, "publishes a connection may send at once above the rate"},
+    {"limits", "output_high_water", "output_high_water", NULL, T_SIZE, OFF(output_high_water_bytes),
+     0, 4096, 1024 * MIB, false, "queued output that makes a subscriber slow"},
+    {"limits", "slow_consumer", "slow_consumer", NULL, T_SLOW, OFF(slow_consumer), 0, 0, 0, false,
+     "slow subscriber policy: drop | disconnect"},
+    {"engine", "type", "engine", NULL, T_ENGINE, OFF(engine), 0, 0, 0, false,
+     "engine: memory | redis"},
+    {"engine", "redis_host", "redis_host", NULL, T_STR, OFF(redis_host), CAP(redis_host), 0, 0,
+     false, "Redis host (engine redis)"},
+    {"engine", "redis_port", "redis_port", NULL, T_U16, OFF(redis_port), 0, 1, 65535, false,
+     "Redis port (engine redis)"},
+    {"log", "level", "log_level", NULL, T_LOGLEVEL, OFF(log_level), 0, 0, 0, false,
+     "error | warn | info | debug | trace"},
+};
+
+#define N_SETTINGS (sizeof(settings) / sizeof(settings[0]))
+
+/* Error text buffer for one refused value; long enough for the longest message below. */
+#define MSG_MAX 160
+
+void gw_config_init(gw_config_t *cfg)
+{
+    memset(cfg, 0, sizeof(*cfg));
+    strcpy(cfg->listen_host, "0.0.0.0");
+    cfg->listen_port = 7400;
+    cfg->io_threads = 0;
+    cfg->worker_threads = 2;
+    cfg->worker_queue_capacity = 4096;
+    cfg->max_connections = 1000000;
+    cfg->drain_ms = 10000;
+    cfg->is_admin_enabled = true;
+    strcpy(cfg->admin_host, "127.0.0.1");
+    cfg->admin_port = 7401;
+    cfg->admin_max_body_bytes = MIB;
+    cfg->ping_interval_ms = 25000;
+    cfg->idle_timeout_ms = 60000;
+    cfg->connect_timeout_ms = 10000;
+    cfg->max_frame_bytes = 65536;
+    cfg->max_subscriptions_per_conn = 128;
+    cfg->max_channel_bytes = GW_CHANNEL_NAME_MAX_DEFAULT;
+    cfg->publish_rate_per_s = 100;
+    cfg->publish_burst = 200;
+    cfg->output_high_water_bytes = MIB;
+    cfg->slow_consumer = GW_SLOW_DROP;
+    cfg->engine = GW_ENGINE_MEMORY;
+    strcpy(cfg->redis_host, "127.0.0.1");
+    cfg->redis_port = 6379;
+    cfg->log_level = NL_INFO;
+}
+
+/* ---- applying and formatting one setting ---- */
+
+/* Parses an unsigned number (with units for durations and sizes), checks s's range and stores
+ * it in the field's width. */
+static int apply_ranged(const setting_t *s, char *field, const char *value, char *msg)
+{
+    uint64_t n = 0;
+    int rc;
+    if (s->type == T_DURATION)
+        rc = gw_config_parse_duration_ms(value, &n);
+    else if (s->type == T_SIZE)
+        rc = gw_config_parse_size(value, &n);
+    else
+        rc = gw_config_parse_uint(value, &n);
+    if (rc != 0 || n < s->min || n > s->max) {
+        const char *what = s->type == T_DURATION ? "a duration (500ms, 25s, 1m, 1h) in ms"
+                           : s->type == T_SIZE   ? "a size (512, 64k, 1MiB) in bytes"
+                                                 : "an integer";
+        snprintf(msg, MSG_MAX, "'%s' is not %s in %" PRIu64 "..%" PRIu64, value, what, s->min,
+                 s->max);
+        return -EINVAL;
+    }
+    if (s->type == T_U16)
+        *(uint16_t *)field = (uint16_t)n;
+    else if (s->type == T_U32)
+        *(uint32_t *)field = (uint32_t)n;
+    else
+        *(uint64_t *)field = n;
+    return 0;
+}
+
+/* Stores one of two words (slow_consumer, engine type) as 0 or 1. */
+static int apply_choice(const setting_t *s, char *field, const char *value, char *msg)
+{
+    const char *a = s->type == T_SLOW ? "drop" : "memory";
+    const char *b = s->type == T_SLOW ? "disconnect" : "redis";
+    if (strcmp(value, a) != 0 && strcmp(value, b) != 0) {
+        snprintf(msg, MSG_MAX, "'%s' is neither %s nor %s", value, a, b);
+        return -EINVAL;
+    }
+    /* Both enums number their first choice 0 and the second 1. */
+    *(int *)field = strcmp(value, b) == 0;
+    return 0;
+}
+
+/* Stores value into the field of s in cfg. On error writes a message to msg (never echoing a
+ * secret) and leaves cfg unchanged. */
+static int setting_apply(const setting_t *s, gw_config_t *cfg, const char *value, char *msg)
+{
+    char *field = (char *)cfg + s->off;
+    switch (s->type) {
+    case T_STR:
+        if (strlen(value) >= s->off2) {
+            snprintf(msg, MSG_MAX, "value longer than %zu bytes", s->off2 - 1);
+            return -EINVAL;
+        }
+        strcpy(field, value);
+        return 0;
+    case T_HOSTPORT: {
+        char host[GW_CONFIG_HOST_MAX];
+        uint16_t port;
+        if (gw_config_parse_hostport(value, host, sizeof(host), &port) != 0) {
+            snprintf(msg, MSG_MAX, "'%s' is not HOST:PORT (host up to %zu bytes, port 0..65535)",
+                     value, sizeof(host) - 1);
+            return -EINVAL;
+        }
+        strcpy(field, host);
+        *(uint16_t *)((char *)cfg + s->off2) = port;
+        return 0;
+    }
+    case T_BOOL:
+        if (gw_config_parse_bool(value, (bool *)field) == 0)
+            return 0;
+        snprintf(msg, MSG_MAX, "'%s' is not a boolean (true/false, yes/no, on/off, 1/0)", value);
+        return -EINVAL;
+    case T_SLOW:
+    case T_ENGINE:
+        return apply_choice(s, field, value, msg);
+    case T_LOGLEVEL: {
+        nl_log_level_t level;
+        if (nl_log_parse_level(value, &level) != 0) {
+            snprintf(msg, MSG_MAX, "'%s' is not error, warn, info, debug or trace", value);
+            return -EINVAL;
+        }
+        *(int *)field = (int)level;
+        return 0;
+    }
+    case T_U16:
+    case T_U32:
+    case T_DURATION:
+    case T_SIZE:
+        return apply_ranged(s, field, value, msg);
+    }
+    snprintf(msg, MSG_MAX, "internal: unknown setting type");
+    return -EINVAL;
+}
+
+/* Formats the current value of s in cfg the way a config file would spell it. */
+static void setting_format(const setting_t *s, const gw_config_t *cfg, char *out, size_t cap)
+{
+    const char *field = (const char *)cfg + s->off;
+    switch (s->type) {
+    case T_STR:
+        snprintf(out, cap, "%s", field);
+        return;
+    case T_HOSTPORT: {
+        uint16_t port = *(const uint16_t *)((const char *)cfg + s->off2);
+        bool is_v6 = strchr(field, ':') != NULL;
+        snprintf(out, cap, "%s%s%s:%u", is_v6 ? "[" : "", field, is_v6 ? "]" : "", port);
+        return;
+    }
+    case T_BOOL:
+        snprintf(out, cap, "%s", *(const bool *)field ? "true" : "false");
+        return;
+    case T_SLOW:
+        snprintf(out, cap, "%s", gw_slow_policy_str(*(const gw_slow_policy_t *)field));
+        return;
+    case T_ENGINE:
+        snprintf(out, cap, "%s", gw_engine_kind_str(*(const gw_engine_kind_t *)field));
+        return;
+    case T_LOGLEVEL: {
+        static const char *const names[] = {"error", "warn", "info", "debug", "trace"};
+        int level = *(const int *)field;
+        snprintf(out, cap, "%s", level >= 0 && level <= NL_TRACE ? names[level] : "info");
+        return;
+    }
+    case T_U16:
+        snprintf(out, cap, "%u", *(const uint16_t *)field);
+        return;
+    case T_U32:
+        snprintf(out, cap, "%" PRIu32, *(const uint32_t *)field);
+        return;
+    case T_DURATION:
+        gw_config_format_duration(*(const uint64_t *)field, out, cap);
+        return;
+    case T_SIZE:
+        gw_config_format_size(*(const uint64_t *)field, out, cap);
+        return;
+    }
+    snprintf(out, cap, "?");
+}
+
+/* HERALD_<NAME>: the name upper-cased. */
+static void env_name(const setting_t *s, char *out, size_t cap)
+{
+    size_t n = (size_t)snprintf(out, cap, "HERALD_%s", s->name);
+    for (size_t i = 7; i < n && i < cap; i++)
+        out[i] = (char)(out[i] >= 'a' && out[i] <= 'z' ? out[i] - 'a' + 'A' : out[i]);
+}
+
+/* <name> with dashes, the long flag without its "--". */
+static void flag_name(const setting_t *s, char *out, size_t cap)
+{
+    size_t n = (size_t)snprintf(out, cap, "%s", s->name);
+    for (size_t i = 0; i < n && i < cap; i++)
+        out[i] = out[i] == '_' ? '-' : out[i];
+}
+
+/* What --help shows after each flag, indexed by setting_type_t. */
+static const char *const metavars[] = {"TEXT", "N",         "N",      "[=BOOL]", "DURATION",
+                                       "SIZE", "HOST:PORT", "POLICY", "ENGINE",  "LEVEL"};
+_Static_assert(sizeof(metavars) / sizeof(metavars[0]) == T_LOGLEVEL + 1, "one per type");
+
+/* ---- the INI file ---- */
+
+typedef struct file_ctx_s {
+    FILE *fp;
+    FILE *err;
+    const char *path;
+    gw_config_t *cfg;
+    int line;   /* the line inih is working on: one reader call per line */
+    int errors; /* problems printed so far */
+    int first_line[N_SETTINGS];
+} file_ctx_t;
+
+__attribute__((format(printf, 2, 3))) static void file_error(file_ctx_t *ctx, const char *fmt, ...)
+{
+    ctx->errors++;
+    if (ctx->err == NULL)
+        return;
+    fprintf(ctx->err, "%s:%d: ", ctx->path, ctx->line);
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(ctx->err, fmt, ap);
+    va_end(ap);
+    fputc('\n', ctx->err);
+}
+
+/*
+ * inih's reader hook, called once per line, which is how we know line numbers (Debian's inih is
+ * built without INI_HANDLER_LINENO). It also makes every error reportable: inih only returns the
+ * first syntax error's line, so lines inih would refuse (an unclosed section, a line without
+ * '=' or ':') are reported here and handed on as blank lines, and over-long lines, which inih
+ * would split in two, are reported and skipped. Leading blanks are dropped so that an indented
+ * line is never taken as a continuation of the previous value.
+ */
+static bool section_known(const char *section)
+{
+    for (size_t i = 0; i < N_SETTINGS; i++) {
+        if (strcmp(settings[i].section, section) == 0)
+            return true;
+    }
+    return false;
+}
+
+static char *file_reader(char *str, int num, void *stream)
+{
+    file_ctx_t *ctx = stream;
+    if (fgets(str, num, ctx->fp) == NULL)
+        return NULL;
+    ctx->line++;
+    size_t len = strlen(str);
+    if (len == (size_t)num - 1 && str[len - 1] != '\n') {
+        /* The buffer filled up: the line is too long unless it ends right here. */
+        int c = fgetc(ctx->fp);
+        if (c != EOF && c != '\n') {
+            while ((c = fgetc(ctx->fp)) != EOF && c != '\n')
+                ;
+            file_error(ctx, "line longer than %d bytes", num - 3);
+            strcpy(str, "\n");
+            return str;
+        }
+    }
+    size_t lead = strspn(str, " \t");
+    memmove(str, str + lead, len - lead + 1);
+    if (str[0] == '\0' || strchr(";#\r\n", str[0]) != NULL)
+        return str;
+    const char *close = strchr(str, ']');
+    if (str[0] == '[' && close != NULL) {
+        /* inih takes the section name verbatim between the brackets; so do we. */
+        char name[64];
+        snprintf(name, sizeof(name), "%.*s", (int)(close - str - 1), str + 1);
+        if (!section_known(name))
+            file_error(ctx, "unknown section [%s]", name);
+    } else if (str[0] == '[' || strpbrk(str, "=:") == NULL) {
+        file_error(ctx, "%s",
+                   str[0] == '[' ? "expected ']' to close the section" : "expected key = value");
+        strcpy(str, "\n");
+    }
+    return str;
+}
+
+static int file_handler(void *user, const char *section, const char *name, const char *value)
+{
+    file_ctx_t *ctx = user;
+    if (section[0] == '\0') {
+        file_error(ctx, "key '%s' outside any [section]", name);
+        return 1;
+    }
+    if (!section_known(section))
+        return 1; /* file_reader reported the section line; its keys are not errors too */
+    for (size_t i = 0; i < N_SETTINGS; i++) {
+        const setting_t *s = &settings[i];
+        if (strcmp(s->section, section) != 0 || strcmp(s->key, name) != 0)
+            continue;
+        if (ctx->first_line[i] != 0) {
+            file_error(ctx, "'%s' set twice (first on line %d)", name, ctx->first_line[i]);
+            return 1;
+        }
+        ctx->first_line[i] = ctx->line;
+        char msg[MSG_MAX];
+        if (setting_apply(s, ctx->cfg, value, msg) != 0)
+            file_error(ctx, "%s: %s", name, msg);
+        return 1;
+    }
+    file_error(ctx, "unknown key '%s' in [%s]", name, section);
+    /* Returning 1 keeps inih's own error report for syntax it alone could find. */
+    return 1;
+}
+
+/* Parses the file over cfg and returns the number of problems printed, or -errno. */
+static int file_load_counted(gw_config_t *cfg, const char *path, FILE *err)
+{
+    file_ctx_t *ctx = calloc(1, sizeof(*ctx));
+    if (ctx == NULL)
+        return -ENOMEM;
+    ctx->fp = fopen(path, "r");
+    if (ctx->fp == NULL) {
+        int rc = -errno;
+        if (err != NULL)
+            fprintf(err, "%s: cannot open: %s\n", path, strerror(-rc));
+        free(ctx);
+        return rc;
+    }
+    ctx->err = err;
+    ctx->path = path;
+    ctx->cfg = cfg;
+    int rc = ini_parse_stream(file_reader, ctx, file_handler, ctx);
+    if (rc > 0) {
+        /* inih found syntax file_reader did not anticipate; it only tells the first line. */
+        ctx->line = rc;
+        file_error(ctx, "syntax error");
+    } else if (rc < 0) {
+        file_error(ctx, "cannot parse (out of memory)");
+    }
+    fclose(ctx->fp);
+    int errors = ctx->errors;
+    free(ctx);
+    if (errors == 0)
+        snprintf(cfg->config_path, sizeof(cfg->config_path), "%s", path);
+    return errors;
+}
+
+int gw_config_load_file(gw_config_t *cfg, const char *path, FILE *err)
+{
+    int n = file_load_counted(cfg, path, err);
+    if (n < 0)
+        return n;
+    return n == 0 ? 0 : -EINVAL;
+}
+
+int gw_config_check_file(const char *path, FILE *err)
+{
+    gw_config_t *cfg = malloc(sizeof(*cfg));
+    if (cfg == NULL)
+        return 1;
+    gw_config_init(cfg);
+    int n = file_load_counted(cfg, path, err);
+    if (n < 0)
+        n = 1;
+    else
+        n += gw_config_validate(cfg, err);
+    free(cfg);
+    return n;
+}
+
+/* ---- environment ---- */
+
+int gw_config_load_env(gw_config_t *cfg, char *const *envp, FILE *err)
+{
+    int errors = 0;
+    /* Table order, not environment order, so that composite rows apply before their parts. */
+    for (size_t i = 0; i < N_SETTINGS; i++) {
+        char name[64];
+        env_name(&settings[i], name, sizeof(name));
+        size_t n = strlen(name);
+        for (char *const *e = envp; e != NULL && *e != NULL; e++) {
+            if (strncmp(*e, name, n) != 0 || (*e)[n] != '=')
+                continue;
+            char msg[MSG_MAX];
+            if (setting_apply(&settings[i], cfg, *e + n + 1, msg) != 0) {
+                errors++;
+                if (err != NULL)
+                    fprintf(err, "%s: %s\n", name, msg);
+            }
+        }
+    }
+    /* Unknown HERALD_* names are reported but tolerated: test harnesses and scripts export
+     * their own (HERALD_BUILD_DIR), and a warning is enough to catch a typo. */
+    for (char *const *e = envp; err != NULL && e != NULL && *e != NULL; e++) {
+        if (strncmp(*e, "HERALD_", 7) != 0 || strncmp(*e, "HERALD_CONFIG=", 14) == 0)
+            continue;
+        bool is_known = false;
+        for (size_t i = 0; i < N_SETTINGS && !is_known; i++) {
+            char name[64];
+            env_name(&settings[i], name, sizeof(name));
+            size_t n = strlen(name);
+            is_known = strncmp(*e, name, n) == 0 && (*e)[n] == '=';
+        }
+        if (!is_known) {
+            int n = (int)strcspn(*e, "=");
+            fprintf(err, "warning: %.*s is not a herald setting; ignored\n", n, *e);
+        }
+    }
+    return errors == 0 ? 0 : -EINVAL;
+}
+
+/* ---- command line ---- */
+
+/* getopt_long codes for the flags that are not settings; setting i uses OPT_SETTING + i. */
+enum {
+    OPT_CONFIG = 'c',
+    OPT_HELP = 'h',
+    OPT_CHECK = 1000,
+    OPT_PRINT,
+    OPT_VERSION,
+    OPT_SETTING = 2000,
+};
+
+typedef struct opt_table_s {
+    struct option opts[2 * N_SETTINGS + 6];
+    char names[2 * N_SETTINGS][48];
+} opt_table_t;
+
+static void opt_table_build(opt_table_t *t)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < N_SETTINGS; i++) {
+        const setting_t *s = &settings[i];
+        int has_arg = s->type == T_BOOL ? optional_argument : required_argument;
+        flag_name(s, t->names[k], sizeof(t->names[k]));
+        t->opts[k] = (struct option){t->names[k], has_arg, NULL, OPT_SETTING + (int)i};
+        k++;
+        if (s->alias != NULL) {
+            snprintf(t->names[k], sizeof(t->names[k]), "%s", s->alias);
+            t->opts[k] = (struct option){t->names[k], has_arg, NULL, OPT_SETTING + (int)i};
+            k++;
+        }
+    }
+    t->opts[k++] = (struct option){"config", required_argument, NULL, OPT_CONFIG};
+    t->opts[k++] = (struct option){"help", no_argument, NULL, OPT_HELP};
+    t->opts[k++] = (struct option){"check-config", required_argument, NULL, OPT_CHECK};
+    t->opts[k++] = (struct option){"print-config", no_argument, NULL, OPT_PRINT};
+    t->opts[k++] = (struct option){"version", no_argument, NULL, OPT_VERSION};
+    t->opts[k] = (struct option){NULL, 0, NULL, 0};
+}
+
+/* Handles one getopt_long result; returns 1 when it was an error. */
+static int args_apply_one(gw_config_t *cfg, int c, const char *flag, char *const *argv, FILE *err,
+                          gw_config_action_t *action)
+{
+    if (c >= OPT_SETTING && c < OPT_SETTING + (int)N_SETTINGS) {
+        const setting_t *s = &settings[c - OPT_SETTING];
+        char msg[MSG_MAX];
+        /* A bare boolean flag (--insecure) means true. */
+        const char *value = optarg != NULL ? optarg : "true";
+        if (setting_apply(s, cfg, value, msg) == 0)
+            return 0;
+        if (err != NULL)
+            fprintf(err, "--%s: %s\n", flag, msg);
+        return 1;
+    }
+    switch (c) {
+    case OPT_CONFIG:
+    case OPT_CHECK:
+        snprintf(cfg->config_path, sizeof(cfg->config_path), "%s", optarg);
+        if (c == OPT_CHECK)
+            *action = GW_CONFIG_CHECK;
+        return 0;
+    case OPT_HELP:
+        *action = GW_CONFIG_HELP;
+        return 0;
+    case OPT_PRINT:
+        *action = GW_CONFIG_PRINT;
+        return 0;
+    case OPT_VERSION:
+        *action = GW_CONFIG_VERSION;
+        return 0;
+    case ':':
+        if (err != NULL)
+            fprintf(err, "%s: needs a value\n", argv[optind - 1]);
+        return 1;
+    default:
+        if (err != NULL)
+            fprintf(err, "%s: unknown option (see --help)\n", argv[optind - 1]);
+        return 1;
+    }
+}
+
+int gw_config_load_args(gw_config_t *cfg, int argc, char *const *argv, FILE *err,
+                        gw_config_action_t *action)
+{
+    gw_config_action_t scratch = GW_CONFIG_RUN;
+    if (action == NULL)
+        action = &scratch;
+    *action = GW_CONFIG_RUN;
+    opt_table_t *t = malloc(sizeof(*t));
+    if (t == NULL)
+        return -ENOMEM;
+    opt_table_build(t);
+    /* optind = 0 makes glibc reinitialise, so the function can run more than once; opterr = 0
+     * keeps getopt quiet, errors are printed here to err. The leading '+' stops at the first
+     * non-option instead of permuting argv, and ':' reports a missing value as ':'. */
+    optind = 0;
+    opterr = 0;
+    int errors = 0;
+    int c;
+    int index = -1;
+    while ((c = getopt_long(argc, argv, "+:c:h", t->opts, &index)) != -1) {
+        /* index names the long option matched; the value may be in the next argv slot. */
+        const char *flag = index >= 0 ? t->opts[index].name : "?";
+        errors += args_apply_one(cfg, c, flag, argv, err, action);
+        index = -1;
+    }
+    for (int i = optind; i < argc; i++) {
+        errors++;
+        if (err != NULL)
+            fprintf(err, "%s: unexpected argument (see --help)\n", argv[i]);
+    }
+    free(t);
+    return errors == 0 ? 0 : -EINVAL;
+}
+
+/* ---- validation and the whole sequence ---- */
+
+__attribute__((format(printf, 3, 4))) static int problem(FILE *err, bool is_error, const char *fmt,
+                                                         ...)
+{
+    if (err != NULL) {
+        fputs(is_error ? "config: " : "config: warning: ", err);
+        va_list ap;
+        va_start(ap, fmt);
+        vfprintf(err, fmt, ap);
+        va_end(ap);
+        fputc('\n', err);
+    }
+    return is_error ? 1 : 0;
+}
+
+int gw_config_validate(const gw_config_t *cfg, FILE *err)
+{
+    int n = 0;
+    if (cfg->idle_timeout_ms <= cfg->ping_interval_ms)
+        n += problem(err, true,
+                     "idle_timeout (%" PRIu64 " ms) must exceed ping_interval (%" PRIu64 " ms)",
+                     cfg->idle_timeout_ms, cfg->ping_interval_ms);
+    if (!cfg->is_insecure && cfg->token_secret[0] == '\0')
+        n += problem(err, true,
+                     "no token secret: set [auth] secret, HERALD_TOKEN_SECRET or --secret "
+                     "(or --insecure for a demo)");
+    if (cfg->token_secret[0] != '\0' && strlen(cfg->token_secret) < 16)
+        n += problem(err, true, "the token secret must be at least 16 bytes");
+    if (cfg->output_high_water_bytes < cfg->max_frame_bytes)
+        n += problem(err, true, "output_high_water must be at least max_frame");
+    if (cfg->listen_host[0] == '\0')
+        n += problem(err, true, "the listen host is empty");
+    if (cfg->is_admin_enabled && cfg->admin_host[0] == '\0')
+        n += problem(err, true, "the admin host is empty");
+    if (cfg->is_admin_enabled && cfg->admin_port != 0 && cfg->admin_port == cfg->listen_port)
+        n += problem(err, true, "the admin port and the listen port are both %u", cfg->listen_port);
+    if (cfg->engine == GW_ENGINE_REDIS && cfg->redis_host[0] == '\0')
+        n += problem(err, true, "engine redis needs redis_host");
+    if (cfg->is_admin_enabled && cfg->admin_api_key[0] == '\0')
+        problem(err, false, "no admin api_key: the admin port answers /healthz only");
+    if (cfg->is_insecure)
+        problem(err, false, "insecure mode: client tokens are not verified");
+    return n;
+}
+
+static const char *env_lookup(char *const *envp, const char *name)
+{
+    size_t n = strlen(name);
+    for (char *const *e = envp; e != NULL && *e != NULL; e++) {
+        if (strncmp(*e, name, n) == 0 && (*e)[n] == '=')
+            return *e + n + 1;
+    }
+    return NULL;
+}
+
+int gw_config_load(gw_config_t *cfg, int argc, char *const *argv, char *const *envp, FILE *err,
+                   gw_config_action_t *action)
+{
+    gw_config_action_t scratch;
+    if (action == NULL)
+        action = &scratch;
+    /* First pass, silent, on a copy: only to learn --config and the action. The second pass
+     * applies the flags for real after the file and the environment, and reports errors. */
+    gw_config_t *first = malloc(sizeof(*first));
+    if (first == NULL)
+        return -ENOMEM;
+    gw_config_init(first);
+    gw_config_load_args(first, argc, argv, NULL, action);
+    char path[GW_CONFIG_PATH_MAX];
+    snprintf(path, sizeof(path), "%s", first->config_path);
+    free(first);
+
+    gw_config_init(cfg);
+    if (*action == GW_CONFIG_HELP || *action == GW_CONFIG_VERSION || *action == GW_CONFIG_CHECK) {
+        snprintf(cfg->config_path, sizeof(cfg->config_path), "%s", path);
+        return 0;
+    }
+    const char *env_path = env_lookup(envp, "HERALD_CONFIG");
+    if (path[0] == '\0' && env_path != NULL)
+        snprintf(path, sizeof(path), "%s", env_path);
+    int rc = 0;
+    if (path[0] != '\0') {
+        rc = gw_config_load_file(cfg, path, err);
+        snprintf(cfg->config_path, sizeof(cfg->config_path), "%s", path);
+        if (rc != 0 && rc != -EINVAL)
+            return rc;
+    }
+    int rc_env = gw_config_load_env(cfg, envp, err);
+    int rc_args = gw_config_load_args(cfg, argc, argv, err, action);
+    if (rc == 0)
+        rc = rc_env != 0 ? rc_env : rc_args;
+    if (rc == 0 && *action == GW_CONFIG_RUN && gw_config_validate(cfg, err) != 0)
+        rc = -EINVAL;
+    return rc;
+}
+
+/* ---- help and printing ---- */
+
+void gw_config_usage(FILE *out, const char *prog)
+{
+    gw_config_t def;
+    gw_config_init(&def);
+    fprintf(out,
+            "Usage: %s [OPTION]...\n"
+            "herald, the pub/sub push gateway. Settings come from defaults, then the config\n"
+            "file, then HERALD_* variables, then these flags (later wins).\n\n"
+            "  -c, --config FILE        INI config file (also HERALD_CONFIG)\n"
+            "      --check-config FILE  report every error in FILE and exit\n"
+            "      --print-config       print the effective config and exit\n"
+            "  -h, --help               this text\n"
+            "      --version            print the version and exit\n\n"
+            "Durations take ms/s/m/h/d (bare: ms), sizes k/m/g or KiB/MiB/GiB (bare: bytes).\n",
+            prog);
+    const char *section = "";
+    for (size_t i = 0; i < N_SETTINGS; i++) {
+        const setting_t *s = &settings[i];
+        if (strcmp(section, s->section) != 0) {
+            section = s->section;
+            fprintf(out, "\n[%s]\n", section);
+        }
+        char flag[48];
+        char env[64];
+        char value[GW_CONFIG_HOST_MAX + 16];
+        flag_name(s, flag, sizeof(flag));
+        env_name(s, env, sizeof(env));
+        setting_format(s, &def, value, sizeof(value));
+        char lhs[96];
+        snprintf(lhs, sizeof(lhs), "--%s%s%s", flag, s->type == T_BOOL ? "" : " ",
+                 metavars[s->type]);
+        fprintf(out, "  %-34s %s\n", lhs, s->help);
+        fprintf(out, "  %-34s key %s, %s, default %s%s%s\n", "", s->key, env,
+                value[0] != '\0' ? value : "(none)", s->alias != NULL ? ", alias --" : "",
+                s->alias != NULL ? s->alias : "");
+    }
+}
+
+void gw_config_print(const gw_config_t *cfg, FILE *out, bool show_secrets)
+{
+    const char *section = "";
+    for (size_t i = 0; i < N_SETTINGS; i++) {
+        const setting_t *s = &settings[i];
+        /* The host and port rows say the same as the composite row. */
+        if (s->type == T_HOSTPORT)
+            continue;
+        if (strcmp(section, s->section) != 0) {
+            fprintf(out, "%s[%s]\n", section[0] != '\0' ? "\n" : "", s->section);
+            section = s->section;
+        }
+        char value[GW_CONFIG_SECRET_MAX + 16];
+        setting_format(s, cfg, value, sizeof(value));
+        if (s->is_secret && !show_secrets && value[0] != '\0')
+            snprintf(value, sizeof(value), "<set>");
+        fprintf(out, "%s = %s\n", s->key, value);
+    }
+}

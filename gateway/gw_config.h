@@ -1,0 +1,202 @@
+/*
+ * gw_config: every herald setting, its default, and where it can come from.
+ *
+ * Load order (later wins): built-in defaults (gw_config_init), then the INI file named by
+ * --config/-c or HERALD_CONFIG, then HERALD_* environment variables, then command-line flags.
+ * gw_config_load() runs the whole sequence and validates the result.
+ *
+ * One table in gw_config.c drives all four sources and the --help text, so names cannot drift.
+ * Each setting has a section and key in the file ("[limits] ping_interval = 25s"), a name that
+ * gives the environment variable (HERALD_PING_INTERVAL) and the long flag (--ping-interval),
+ * and sometimes a short alias flag (--secret for --token-secret, --api-key for
+ * --admin-api-key). Run `herald --help` for the list; gateway/herald.example.conf shows every
+ * key with its default.
+ *
+ * Values: durations take a unit, "500ms", "25s", "1m", "1h" (a bare number is milliseconds);
+ * sizes take "64k"/"64KiB"/"64KB", "1m"/"1MiB", "1g" (binary multiples; a bare number is
+ * bytes); booleans are true/false, yes/no, on/off, 1/0; HOST:PORT values take "[v6]:port".
+ *
+ * Decisions worth knowing:
+ *   - admin api_key empty (the default): the admin port still answers /healthz, and refuses
+ *     every other request with 401. Set it (or --api-key) to use the admin API.
+ *   - token secret empty and insecure off: gw_config_validate() refuses to start. Insecure
+ *     mode (--insecure) accepts connections without verifying tokens; for demos and benchmarks.
+ *   - idle_timeout must exceed ping_interval, or clients that ping on time would be closed.
+ *
+ * Thread: not thread-safe. Load the config once on the main thread before starting threads
+ * (getopt_long uses globals); afterwards the struct is read-only and may be read from any
+ * thread.
+ * Ownership: gw_config_t holds fixed-size strings, no pointers; copy it freely, nothing to free.
+ */
+#ifndef HERALD_GATEWAY_GW_CONFIG_H
+#define HERALD_GATEWAY_GW_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define GW_CONFIG_HOST_MAX 256   /* host names and addresses, bytes including the NUL */
+#define GW_CONFIG_SECRET_MAX 512 /* token secret and API key, bytes including the NUL */
+#define GW_CONFIG_NAME_MAX 64    /* node id, bytes including the NUL */
+#define GW_CONFIG_PATH_MAX 4096  /* the config file path */
+
+typedef enum gw_slow_policy_e {
+    GW_SLOW_DROP = 0,       /* drop messages for the slow subscriber and count them */
+    GW_SLOW_DISCONNECT = 1, /* close the slow subscriber's connection */
+} gw_slow_policy_t;
+
+typedef enum gw_engine_kind_e {
+    GW_ENGINE_MEMORY = 0, /* one node, embedded */
+    GW_ENGINE_REDIS = 1,  /* several nodes through Redis */
+} gw_engine_kind_t;
+
+/* What the command line asked for besides settings. */
+typedef enum gw_config_action_e {
+    GW_CONFIG_RUN = 0,     /* start the server */
+    GW_CONFIG_HELP = 1,    /* --help: print gw_config_usage() and exit 0 */
+    GW_CONFIG_CHECK = 2,   /* --check-config FILE: run gw_config_check_file(config_path) */
+    GW_CONFIG_PRINT = 3,   /* --print-config: gw_config_print() the effective config */
+    GW_CONFIG_VERSION = 4, /* --version */
+} gw_config_action_t;
+
+typedef struct gw_config_s {
+    /* [server] */
+    char listen_host[GW_CONFIG_HOST_MAX]; /* default "0.0.0.0" */
+    uint16_t listen_port;                 /* default 7400 */
+    uint32_t io_threads;                  /* default 0: one per core */
+    uint32_t worker_threads;              /* default 2 */
+    uint32_t worker_queue_capacity;       /* default 4096 tasks */
+    uint32_t max_connections;             /* default 1000000 */
+    bool is_reuseport;                    /* default false: SO_REUSEPORT listeners */
+    char node_id[GW_CONFIG_NAME_MAX];     /* default "": main.c uses the host name */
+    uint64_t drain_ms;                    /* default 10 s: SIGTERM disconnect window */
+
+    /* [admin] */
+    bool is_admin_enabled;                    /* default true */
+    char admin_host[GW_CONFIG_HOST_MAX];      /* default "127.0.0.1" */
+    uint16_t admin_port;                      /* default 7401; 0 binds a free port */
+    char admin_api_key[GW_CONFIG_SECRET_MAX]; /* default "": only /healthz answers */
+    uint64_t admin_max_body_bytes;            /* default 1 MiB */
+
+    /* [auth] */
+    char token_secret[GW_CONFIG_SECRET_MAX]; /* HS256 key; default "" */
+    bool is_insecure;                        /* default false */
+
+    /* [limits] */
+    uint64_t ping_interval_ms;           /* default 25 s, announced in ConnectOk */
+    uint64_t idle_timeout_ms;            /* default 60 s, > ping_interval_ms */
+    uint64_t connect_timeout_ms;         /* default 10 s: first frame (Connect) deadline */
+    uint64_t max_frame_bytes;            /* default 64 KiB */
+    uint32_t max_subscriptions_per_conn; /* default 128 */
+    uint32_t max_channel_bytes;          /* default 128 */
+    uint32_t publish_rate_per_s;         /* default 100 publishes/s per connection; 0 = off */
+    uint32_t publish_burst;              /* default 200 */
+    uint64_t output_high_water_bytes;    /* default 1 MiB */
+    gw_slow_policy_t slow_consumer;      /* default GW_SLOW_DROP */
+
+    /* [engine] */
+    gw_engine_kind_t engine;             /* default GW_ENGINE_MEMORY */
+    char redis_host[GW_CONFIG_HOST_MAX]; /* default "127.0.0.1" */
+    uint16_t redis_port;                 /* default 6379 */
+
+    /* [log] */
+    int log_level; /* an nl_log_level_t; default NL_INFO */
+
+    /* Not a setting: the file that was loaded ("" when none). */
+    char config_path[GW_CONFIG_PATH_MAX];
+} gw_config_t;
+
+/* Fills cfg with the built-in defaults listed above.
+ * Thread: any (touches only cfg). */
+void gw_config_init(gw_config_t *cfg);
+
+/* Applies the INI file at path over cfg. Every problem is printed to err (when not NULL) as
+ * "path:LINE: message", and parsing goes on to find them all.
+ * Returns: 0; -EINVAL when any line was refused (cfg then holds the lines that were good);
+ *          -errno when the file cannot be opened.
+ * Thread: main thread at startup (see the header comment). */
+int gw_config_load_file(gw_config_t *cfg, const char *path, FILE *err);
+
+/* For `herald --check-config FILE`: parses the file over defaults, prints every error with its
+ * line number to err, then runs gw_config_validate() on the result (so cross-setting problems
+ * count too, though HERALD_* variables and flags are not applied).
+ * Returns: the number of errors printed (0 = valid); 1 when the file cannot be opened.
+ * Thread: main thread at startup. */
+int gw_config_check_file(const char *path, FILE *err);
+
+/* Applies HERALD_* variables found in envp (a NULL-terminated "NAME=value" array such as
+ * environ). An unknown HERALD_* name is an error (it is usually a typo); HERALD_CONFIG is
+ * accepted and ignored here (gw_config_load reads it).
+ * Returns: 0, or -EINVAL after printing each bad variable to err.
+ * Thread: main thread at startup. */
+int gw_config_load_env(gw_config_t *cfg, char *const *envp, FILE *err);
+
+/* Applies the command-line flags in argv[1..argc) with getopt_long. --config is recorded in
+ * cfg->config_path but not loaded here. Positional arguments are refused.
+ * Returns: 0, or -EINVAL after printing each bad flag to err. *action (may be NULL) tells
+ *          whether --help, --check-config, --print-config or --version was seen.
+ * Thread: main thread at startup (resets and uses getopt's globals). */
+int gw_config_load_args(gw_config_t *cfg, int argc, char *const *argv, FILE *err,
+                        gw_config_action_t *action);
+
+/* Checks the rules that involve several settings or the whole config (idle timeout above the
+ * ping interval, a secret unless insecure, ...). Prints each problem to err.
+ * Returns: the number of problems (0 = valid).
+ * Thread: any (reads cfg only). */
+int gw_config_validate(const gw_config_t *cfg, FILE *err);
+
+/* Runs the whole load order: defaults, the file (--config F, else HERALD_CONFIG), HERALD_*
+ * variables from envp, flags from argv, then gw_config_validate() when *action is RUN.
+ * Returns: 0, or -EINVAL / -errno after printing every problem to err. For HELP, CHECK,
+ *          PRINT and VERSION it returns 0 without loading the file, except that PRINT loads
+ *          everything (it prints the effective values).
+ * Thread: main thread at startup. */
+int gw_config_load(gw_config_t *cfg, int argc, char *const *argv, char *const *envp, FILE *err,
+                   gw_config_action_t *action);
+
+/* Prints the --help text: every flag with its file key, environment variable and default.
+ * Thread: any. */
+void gw_config_usage(FILE *out, const char *prog);
+
+/* Prints cfg as an INI file (every key, in table order). Secrets print as "<set>" unless
+ * show_secrets; with show_secrets the output is a config file that reloads to the same cfg.
+ * Thread: any. */
+void gw_config_print(const gw_config_t *cfg, FILE *out, bool show_secrets);
+
+/* Value syntax, shared by the file, the environment, the flags and `herald token --ttl`.
+ * Implemented in gw_config_value.c. Every parser takes the whole string: no leading sign or
+ * blank, no trailing garbage.
+ * Thread: any. */
+
+/* Parses a decimal integer. Returns: 0, or -EINVAL (syntax), -ERANGE (over UINT64_MAX). */
+int gw_config_parse_uint(const char *text, uint64_t *out);
+
+/* Parses a duration ("500ms", "25s", "1m", "1h", "2d"; a bare number is ms) into *out_ms.
+ * Returns: 0, or -EINVAL (syntax, unknown unit), -ERANGE (overflow). */
+int gw_config_parse_duration_ms(const char *text, uint64_t *out_ms);
+
+/* Parses a size ("512", "64k", "64KiB", "64KB", "1m", "1MiB", "1g"; binary multiples, case
+ * ignored, a bare number is bytes) into *out_bytes.
+ * Returns: 0, or -EINVAL, -ERANGE. */
+int gw_config_parse_size(const char *text, uint64_t *out_bytes);
+
+/* Parses true/false, yes/no, on/off, 1/0 (case ignored). Returns: 0, or -EINVAL. */
+int gw_config_parse_bool(const char *text, bool *out);
+
+/* Splits "host:port" or "[v6addr]:port" into host (NUL-terminated, at most host_cap - 1
+ * bytes) and a port 0..65535.
+ * Returns: 0, or -EINVAL (no colon, empty host, bad port), -ENAMETOOLONG (host too long). */
+int gw_config_parse_hostport(const char *text, char *host, size_t host_cap, uint16_t *port);
+
+/* Formats milliseconds with the largest unit that divides them exactly ("25s", "1500ms",
+ * "0ms") and bytes likewise ("64KiB", "1MiB", "1000"), so the text parses back to the value.
+ * Output is truncated to cap bytes, NUL included. */
+void gw_config_format_duration(uint64_t ms, char *out, size_t cap);
+void gw_config_format_size(uint64_t bytes, char *out, size_t cap);
+
+/* Returns "drop"/"disconnect" and "memory"/"redis". Thread: any. Ownership: static strings. */
+const char *gw_slow_policy_str(gw_slow_policy_t policy);
+const char *gw_engine_kind_str(gw_engine_kind_t kind);
+
+#endif

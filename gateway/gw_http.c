@@ -1,0 +1,726 @@
+/*
+ * gw_http: routing, API-key checks, body collection and asynchronous answers on top of
+ * libmicrohttpd (0.9.75) with its internal polling thread.
+ *
+ * libmicrohttpd calls on_access several times per request: once when the headers are in,
+ * once per chunk of body, once more when the body is complete, and once more after each
+ * resume. A request's state (req_state_t) says which of these we are in.
+ *
+ * Asynchronous answers. When a handler returns without answering, the connection is
+ * suspended; gw_http_respond() stores the answer and resumes it, and the next on_access call
+ * queues the stored answer. Two locks make this race-free:
+ *   - srv->lock guards srv->pending (the suspended requests) and srv->is_stopping;
+ *   - req->lock guards req->state and req->response.
+ * Order: srv->lock, then req->lock, then libmicrohttpd's own mutexes (inside suspend and
+ * resume). The suspend happens under req->lock, so a gw_http_respond() racing on another
+ * thread cannot resume a connection that is not yet suspended, which libmicrohttpd forbids.
+ *
+ * Lifetime. A request carries two references once its handler runs: libmicrohttpd's, dropped
+ * in on_completed, and the responder's, dropped at the end of gw_http_respond(). The request
+ * never touches srv from gw_http_respond(), so an answer that arrives after gw_http_free()
+ * (for a request the stop answered 503) is safe.
+ */
+#include "gw_http.h"
+
+#include <errno.h>
+#include <netdb.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <time.h>
+
+#include <microhttpd.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+
+#include "netlib/nl_common.h"
+#include "netlib/nl_log.h"
+
+#define MAX_ROUTES 64
+#define DIGEST_BYTES 32
+#define ERROR_BODY_MAX 512
+#define STOP_DRAIN_S 2 /* how long gw_http_stop waits for resumed requests */
+
+typedef struct route_s {
+    char method[16];
+    char *path;
+    gw_http_handler_cb handler;
+    void *arg;
+    bool is_public;
+} route_t;
+
+typedef enum req_state_e {
+    REQ_BODY,       /* headers accepted, body (if any) arriving */
+    REQ_IN_HANDLER, /* the handler is running or has returned; not suspended */
+    REQ_SUSPENDED,  /* waiting for gw_http_respond */
+    REQ_DONE,       /* an answer was queued with libmicrohttpd */
+} req_state_t;
+
+struct gw_http_req_s {
+    struct MHD_Connection *conn;
+    const route_t *route;
+    int refs; /* atomic */
+    pthread_mutex_t lock;
+    req_state_t state;             /* req->lock */
+    struct MHD_Response *response; /* req->lock: stored answer not yet queued */
+    unsigned status;               /* req->lock */
+    char method[16];
+    char *path;
+    char *body;
+    size_t body_len;
+    size_t body_cap;
+    bool is_too_big;
+    gw_http_req_t *prev; /* srv->pending links, srv->lock */
+    gw_http_req_t *next;
+    bool is_pending;
+    bool is_draining; /* srv->lock: answered 503 by the stop, not yet completed */
+};
+
+struct gw_http_s {
+    gw_http_opts_t opts;
+    char host[256];
+    bool has_key;
+    unsigned char key_digest[DIGEST_BYTES];
+    route_t routes[MAX_ROUTES];
+    size_t n_routes;
+    struct MHD_Daemon *daemon;
+    uint16_t port;
+    pthread_mutex_t lock;
+    pthread_cond_t drained; /* signalled, while stopping, as requests leave */
+    gw_http_req_t *pending; /* srv->lock */
+    size_t n_draining;      /* srv->lock: 503s sent by the stop, not yet completed */
+    bool is_stopping;       /* srv->lock */
+    /* Counters, relaxed atomics (written on the server thread, read anywhere). */
+    uint64_t n_requests;
+    uint64_t n_unauthorized;
+    uint64_t n_not_found;
+    uint64_t n_too_large;
+    uint64_t n_suspended;
+    uint64_t n_pending;
+};
+
+static void count(uint64_t *counter, int64_t delta)
+{
+    __atomic_fetch_add(counter, (uint64_t)delta, __ATOMIC_RELAXED);
+}
+
+static void digest(const char *s, size_t len, unsigned char *out)
+{
+    unsigned int n = 0;
+    if (EVP_Digest(s, len, out, &n, EVP_sha256(), NULL) != 1)
+        memset(out, 0, DIGEST_BYTES);
+}
+
+/* ---- requests ---- */
+
+static gw_http_req_t *req_new(struct MHD_Connection *conn, const char *method, const char *url)
+{
+    gw_http_req_t *req = calloc(1, sizeof(*req));
+    if (req == NULL)
+        return NULL;
+    req->path = strdup(url);
+    if (req->path == NULL || pthread_mutex_init(&req->lock, NULL) != 0) {
+        free(req->path);
+        free(req);
+        return NULL;
+    }
+    req->conn = conn;
+    req->refs = 1;
+    req->state = REQ_BODY;
+    snprintf(req->method, sizeof(req->method), "%s", method);
+    return req;
+}
+
+static void req_unref(gw_http_req_t *req)
+{
+    if (__atomic_sub_fetch(&req->refs, 1, __ATOMIC_ACQ_REL) != 0)
+        return;
+    if (req->response != NULL)
+        MHD_destroy_response(req->response);
+    pthread_mutex_destroy(&req->lock);
+    free(req->body);
+    free(req->path);
+    free(req);
+}
+
+static struct MHD_Response *make_response(const char *content_type, const void *body, size_t len)
+{
+    struct MHD_Response *r =
+        MHD_create_response_from_buffer(len, (void *)body, MHD_RESPMEM_MUST_COPY);
+    if (r == NULL)
+        return NULL;
+    if (MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE,
+                                content_type != NULL ? content_type : "application/json") !=
+        MHD_YES) {
+        MHD_destroy_response(r);
+        return NULL;
+    }
+    return r;
+}
+
+/* Writes {"error":"<message>"} into body (cap bytes), escaping what JSON requires; a long
+ * message is cut. Returns the length. */
+static size_t error_json(const char *message, char *body, size_t cap)
+{
+    size_t n = (size_t)snprintf(body, cap, "{\"error\":\"");
+    for (const unsigned char *p = (const unsigned char *)message; *p != '\0'; p++) {
+        if (n + 8 >= cap)
+            break;
+        if (*p == '"' || *p == '\\')
+            n += (size_t)snprintf(body + n, cap - n, "\\%c", *p);
+        else if (*p < 0x20)
+            n += (size_t)snprintf(body + n, cap - n, "\\u%04x", *p);
+        else
+            body[n++] = (char)*p;
+    }
+    n += (size_t)snprintf(body + n, cap - n, "\"}");
+    return n;
+}
+
+static struct MHD_Response *make_error(const char *message)
+{
+    char body[ERROR_BODY_MAX];
+    size_t n = error_json(message, body, sizeof(body));
+    return make_response("application/json", body, n);
+}
+
+/* Queues r on the connection (we are inside on_access) and drops our reference to it. */
+static enum MHD_Result queue(struct MHD_Connection *conn, unsigned status, struct MHD_Response *r)
+{
+    if (r == NULL)
+        return MHD_NO; /* out of memory: libmicrohttpd closes the connection */
+    enum MHD_Result rc = MHD_queue_response(conn, status, r);
+    MHD_destroy_response(r);
+    return rc;
+}
+
+static enum MHD_Result queue_error(gw_http_req_t *req, unsigned status, const char *message)
+{
+    req->state = REQ_DONE;
+    return queue(req->conn, status, make_error(message));
+}
+
+/* ---- routing and checks, when the headers arrive ---- */
+
+static bool key_ok(const gw_http_t *srv, struct MHD_Connection *conn)
+{
+    const char *key = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "X-Api-Key");
+    if (!srv->has_key || key == NULL)
+        return false;
+    unsigned char d[DIGEST_BYTES];
+    digest(key, strlen(key), d);
+    return CRYPTO_memcmp(d, srv->key_digest, DIGEST_BYTES) == 0;
+}
+
+static bool path_is_public(const gw_http_t *srv, const char *path)
+{
+    if (strcmp(path, "/healthz") == 0)
+        return true;
+    for (size_t i = 0; i < srv->n_routes; i++) {
+        if (srv->routes[i].is_public && strcmp(srv->routes[i].path, path) == 0)
+            return true;
+    }
+    return false;
+}
+
+/* Answers 405 with an Allow header naming the methods the path does have. */
+static enum MHD_Result answer_405(gw_http_t *srv, gw_http_req_t *req)
+{
+    char allow[256] = "";
+    size_t n = 0;
+    for (size_t i = 0; i < srv->n_routes; i++) {
+        if (strcmp(srv->routes[i].path, req->path) == 0 && n < sizeof(allow))
+            n += (size_t)snprintf(allow + n, sizeof(allow) - n, "%s%s", n > 0 ? ", " : "",
+                                  srv->routes[i].method);
+    }
+    struct MHD_Response *r = make_error("method not allowed");
+    if (r != NULL && MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, allow) != MHD_YES) {
+        MHD_destroy_response(r);
+        r = NULL;
+    }
+    count(&srv->n_not_found, 1);
+    req->state = REQ_DONE;
+    return queue(req->conn, MHD_HTTP_METHOD_NOT_ALLOWED, r);
+}
+
+/*
+ * First call for a request: authenticate, route, check the declared length. Anything refused
+ * here is answered before the body is read (libmicrohttpd then closes the connection rather
+ * than read a body nobody wants).
+ */
+static enum MHD_Result on_headers(gw_http_t *srv, gw_http_req_t *req)
+{
+    count(&srv->n_requests, 1);
+    if (!path_is_public(srv, req->path) && !key_ok(srv, req->conn)) {
+        count(&srv->n_unauthorized, 1);
+        return queue_error(req, MHD_HTTP_UNAUTHORIZED,
+                           srv->has_key ? "unauthorized" : "admin api key not configured");
+    }
+    bool has_path = false;
+    for (size_t i = 0; i < srv->n_routes && req->route == NULL; i++) {
+        const route_t *r = &srv->routes[i];
+        if (strcmp(r->path, req->path) != 0)
+            continue;
+        has_path = true;
+        if (strcmp(r->method, req->method) == 0)
+            req->route = r;
+    }
+    if (req->route == NULL && has_path)
+        return answer_405(srv, req);
+    if (req->route == NULL && strcmp(req->path, "/healthz") != 0) {
+        count(&srv->n_not_found, 1);
+        return queue_error(req, MHD_HTTP_NOT_FOUND, "not found");
+    }
+    const char *cl =
+        MHD_lookup_connection_value(req->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    if (cl != NULL && strtoull(cl, NULL, 10) > srv->opts.max_body_bytes) {
+        count(&srv->n_too_large, 1);
+        return queue_error(req, MHD_HTTP_CONTENT_TOO_LARGE, "request body too large");
+    }
+    return MHD_YES;
+}
+
+/* Appends a chunk of body, or marks the request too big and drops the rest. */
+static void on_body(gw_http_t *srv, gw_http_req_t *req, const char *data, size_t size)
+{
+    if (req->is_too_big || req->body_len + size > srv->opts.max_body_bytes) {
+        req->is_too_big = true;
+        return;
+    }
+    if (req->body_len + size + 1 > req->body_cap) {
+        size_t cap = req->body_cap != 0 ? req->body_cap : 1024;
+        while (cap < req->body_len + size + 1)
+            cap *= 2;
+        char *body = realloc(req->body, cap);
+        if (body == NULL) {
+            req->is_too_big = true; /* answered 413: the closest truthful answer */
+            return;
+        }
+        req->body = body;
+        req->body_cap = cap;
+    }
+    memcpy(req->body + req->body_len, data, size);
+    req->body_len += size;
+    req->body[req->body_len] = '\0';
+}
+
+/* ---- dispatch and asynchronous answers ---- */
+
+static void pending_remove(gw_http_t *srv, gw_http_req_t *req)
+{
+    if (!req->is_pending)
+        return;
+    if (req->prev != NULL)
+        req->prev->next = req->next;
+    else
+        srv->pending = req->next;
+    if (req->next != NULL)
+        req->next->prev = req->prev;
+    req->prev = req->next = NULL;
+    req->is_pending = false;
+    count(&srv->n_pending, -1);
+    if (srv->is_stopping)
+        pthread_cond_broadcast(&srv->drained);
+}
+
+/* Marks req as answered 503 by the stop, which then waits for it to complete; srv->lock
+ * held. */
+static void drain_add(gw_http_t *srv, gw_http_req_t *req)
+{
+    req->is_draining = true;
+    srv->n_draining++;
+}
+
+/* Takes the stored answer out of req for queueing; req->lock held. */
+static struct MHD_Response *take_response(gw_http_req_t *req, unsigned *status)
+{
+    struct MHD_Response *r = req->response;
+    req->response = NULL;
+    *status = req->status;
+    req->state = REQ_DONE;
+    return r;
+}
+
+/* Body complete: run the handler, then queue its answer or suspend until there is one. */
+static enum MHD_Result dispatch(gw_http_t *srv, gw_http_req_t *req)
+{
+    if (req->is_too_big) {
+        count(&srv->n_too_large, 1);
+        return queue_error(req, MHD_HTTP_CONTENT_TOO_LARGE, "request body too large");
+    }
+    if (req->route == NULL) /* /healthz without a registered route */
+        return queue(req->conn, MHD_HTTP_OK, make_response(NULL, "{\"status\":\"ok\"}", 15));
+    req->state = REQ_IN_HANDLER;
+    __atomic_add_fetch(&req->refs, 1, __ATOMIC_ACQ_REL); /* the responder's */
+    req->route->handler(req, req->route->arg);
+
+    pthread_mutex_lock(&srv->lock);
+    pthread_mutex_lock(&req->lock);
+    if (req->response == NULL && srv->is_stopping) {
+        req->response = make_error("server stopping");
+        req->status = MHD_HTTP_SERVICE_UNAVAILABLE;
+        drain_add(srv, req);
+    }
+    if (req->response != NULL) {
+        unsigned status;
+        struct MHD_Response *r = take_response(req, &status);
+        pthread_mutex_unlock(&req->lock);
+        pthread_mutex_unlock(&srv->lock);
+        return queue(req->conn, status, r);
+    }
+    req->state = REQ_SUSPENDED;
+    req->next = srv->pending;
+    if (srv->pending != NULL)
+        srv->pending->prev = req;
+    srv->pending = req;
+    req->is_pending = true;
+    count(&srv->n_pending, 1);
+    count(&srv->n_suspended, 1);
+    MHD_suspend_connection(req->conn);
+    pthread_mutex_unlock(&req->lock);
+    pthread_mutex_unlock(&srv->lock);
+    return MHD_YES;
+}
+
+/* Called again after gw_http_respond resumed the connection: queue the stored answer. */
+static enum MHD_Result on_resumed(gw_http_t *srv, gw_http_req_t *req)
+{
+    pthread_mutex_lock(&srv->lock);
+    pthread_mutex_lock(&req->lock);
+    pending_remove(srv, req);
+    unsigned status;
+    struct MHD_Response *r = take_response(req, &status);
+    pthread_mutex_unlock(&req->lock);
+    pthread_mutex_unlock(&srv->lock);
+    return queue(req->conn, status, r);
+}
+
+static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const char *url,
+                                 const char *method, const char *version, const char *upload_data,
+                                 size_t *upload_data_size, void **con_cls)
+{
+    NL_UNUSED(version);
+    gw_http_t *srv = cls;
+    gw_http_req_t *req = *con_cls;
+    if (req == NULL) {
+        req = req_new(conn, method, url);
+        if (req == NULL)
+            return MHD_NO;
+        *con_cls = req;
+        return on_headers(srv, req);
+    }
+    if (*upload_data_size != 0) {
+        /* Still collecting; a request answered early just drops whatever body follows. */
+        if (req->state == REQ_BODY)
+            on_body(srv, req, upload_data, *upload_data_size);
+        *upload_data_size = 0;
+        return MHD_YES;
+    }
+    switch (req->state) {
+    case REQ_BODY:
+        return dispatch(srv, req);
+    case REQ_SUSPENDED:
+        return on_resumed(srv, req);
+    case REQ_IN_HANDLER:
+    case REQ_DONE:
+        break;
+    }
+    return MHD_YES;
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+                         enum MHD_RequestTerminationCode why)
+{
+    NL_UNUSED(conn);
+    NL_UNUSED(why);
+    gw_http_t *srv = cls;
+    gw_http_req_t *req = *con_cls;
+    if (req == NULL)
+        return;
+    *con_cls = NULL;
+    pthread_mutex_lock(&srv->lock);
+    pending_remove(srv, req);
+    if (req->is_draining) {
+        req->is_draining = false;
+        if (--srv->n_draining == 0)
+            pthread_cond_broadcast(&srv->drained);
+    }
+    pthread_mutex_unlock(&srv->lock);
+    req_unref(req);
+}
+
+int gw_http_respond(gw_http_req_t *req, unsigned status, const char *content_type, const void *body,
+                    size_t len)
+{
+    struct MHD_Response *r = make_response(content_type, body, len);
+    int rc = 0;
+    if (r == NULL) {
+        rc = -ENOMEM;
+        status = MHD_HTTP_INTERNAL_SERVER_ERROR;
+        r = MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT);
+    }
+    pthread_mutex_lock(&req->lock);
+    if (req->state == REQ_DONE || req->response != NULL) {
+        /* gw_http_stop answered first; this answer has nowhere to go. */
+        pthread_mutex_unlock(&req->lock);
+        if (r != NULL)
+            MHD_destroy_response(r);
+        req_unref(req);
+        return rc;
+    }
+    req->response = r;
+    req->status = status;
+    if (req->state == REQ_SUSPENDED && r != NULL)
+        MHD_resume_connection(req->conn);
+    pthread_mutex_unlock(&req->lock);
+    req_unref(req);
+    return rc;
+}
+
+int gw_http_respond_error(gw_http_req_t *req, unsigned status, const char *message)
+{
+    char body[ERROR_BODY_MAX];
+    size_t n = error_json(message != NULL ? message : "", body, sizeof(body));
+    return gw_http_respond(req, status, "application/json", body, n);
+}
+
+/* ---- request accessors ---- */
+
+const char *gw_http_req_method(const gw_http_req_t *req)
+{
+    return req->method;
+}
+
+const char *gw_http_req_path(const gw_http_req_t *req)
+{
+    return req->path;
+}
+
+const char *gw_http_req_query(const gw_http_req_t *req, const char *key)
+{
+    const char *v = MHD_lookup_connection_value(req->conn, MHD_GET_ARGUMENT_KIND, key);
+    /* "?flag" with no '=' is present with a NULL value in libmicrohttpd; report it as "". */
+    if (v == NULL && MHD_lookup_connection_value_n(req->conn, MHD_GET_ARGUMENT_KIND, key,
+                                                   strlen(key), NULL, NULL) == MHD_YES)
+        return "";
+    return v;
+}
+
+const char *gw_http_req_header(const gw_http_req_t *req, const char *name)
+{
+    return MHD_lookup_connection_value(req->conn, MHD_HEADER_KIND, name);
+}
+
+const char *gw_http_req_body(const gw_http_req_t *req, size_t *len)
+{
+    if (len != NULL)
+        *len = req->body_len;
+    return req->body != NULL ? req->body : "";
+}
+
+/* ---- the server ---- */
+
+int gw_http_new(gw_http_t **out, const gw_http_opts_t *opts)
+{
+    const char *host = opts->host != NULL ? opts->host : "127.0.0.1";
+    if (strlen(host) == 0 || strlen(host) >= sizeof(((gw_http_t *)0)->host))
+        return -EINVAL;
+    gw_http_t *srv = calloc(1, sizeof(*srv));
+    if (srv == NULL)
+        return -ENOMEM;
+    pthread_condattr_t attr;
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    int rc = pthread_cond_init(&srv->drained, &attr);
+    pthread_condattr_destroy(&attr);
+    if (rc != 0 || pthread_mutex_init(&srv->lock, NULL) != 0) {
+        if (rc == 0)
+            pthread_cond_destroy(&srv->drained);
+        free(srv);
+        return -ENOMEM;
+    }
+    srv->opts = *opts;
+    snprintf(srv->host, sizeof(srv->host), "%s", host);
+    srv->opts.host = srv->host;
+    /* Only a digest of the key is kept: nothing that could leak into a core dump verbatim. */
+    srv->has_key = opts->api_key != NULL && opts->api_key[0] != '\0';
+    if (srv->has_key)
+        digest(opts->api_key, strlen(opts->api_key), srv->key_digest);
+    srv->opts.api_key = NULL;
+    if (srv->opts.max_body_bytes == 0)
+        srv->opts.max_body_bytes = (size_t)1 << 20;
+    if (srv->opts.max_connections == 0)
+        srv->opts.max_connections = 64;
+    if (srv->opts.timeout_s == 0)
+        srv->opts.timeout_s = 30;
+    *out = srv;
+    return 0;
+}
+
+static int add_route(gw_http_t *srv, const char *method, const char *path,
+                     gw_http_handler_cb handler, void *arg, bool is_public)
+{
+    if (srv->daemon != NULL)
+        return -EBUSY;
+    if (method == NULL || path == NULL || handler == NULL || path[0] != '/' ||
+        strlen(method) == 0 || strlen(method) >= sizeof(srv->routes[0].method))
+        return -EINVAL;
+    for (size_t i = 0; i < srv->n_routes; i++) {
+        if (strcmp(srv->routes[i].method, method) == 0 && strcmp(srv->routes[i].path, path) == 0)
+            return -EEXIST;
+    }
+    if (srv->n_routes == MAX_ROUTES)
+        return -ENOSPC;
+    route_t *r = &srv->routes[srv->n_routes];
+    r->path = strdup(path);
+    if (r->path == NULL)
+        return -ENOMEM;
+    snprintf(r->method, sizeof(r->method), "%s", method);
+    r->handler = handler;
+    r->arg = arg;
+    r->is_public = is_public || strcmp(path, "/healthz") == 0;
+    srv->n_routes++;
+    return 0;
+}
+
+int gw_http_route(gw_http_t *srv, const char *method, const char *path, gw_http_handler_cb handler,
+                  void *arg)
+{
+    return add_route(srv, method, path, handler, arg, false);
+}
+
+int gw_http_route_public(gw_http_t *srv, const char *method, const char *path,
+                         gw_http_handler_cb handler, void *arg)
+{
+    return add_route(srv, method, path, handler, arg, true);
+}
+
+/* libmicrohttpd's complaints, one log line each, without the trailing newline it adds. */
+__attribute__((format(printf, 2, 0))) static void on_mhd_log(void *cls, const char *fmt, va_list ap)
+{
+    NL_UNUSED(cls);
+    char msg[256];
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    size_t n = strcspn(msg, "\r\n");
+    msg[n] = '\0';
+    for (size_t i = 0; i < n; i++)
+        msg[i] = msg[i] == '"' ? '\'' : msg[i];
+    NL_LOG(NL_WARN, "http_error", "msg=\"%s\"", msg);
+}
+
+/* Resolves srv->host into *addr for port. Returns 0, or -EINVAL. */
+static int resolve(const gw_http_t *srv, struct sockaddr_storage *addr, socklen_t *addr_len)
+{
+    struct addrinfo hints = {
+        .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE};
+    struct addrinfo *res = NULL;
+    char port[8];
+    snprintf(port, sizeof(port), "%u", srv->opts.port);
+    if (getaddrinfo(srv->host, port, &hints, &res) != 0 || res == NULL)
+        return -EINVAL;
+    memcpy(addr, res->ai_addr, res->ai_addrlen);
+    *addr_len = res->ai_addrlen;
+    freeaddrinfo(res);
+    return 0;
+}
+
+int gw_http_start(gw_http_t *srv)
+{
+    if (srv->daemon != NULL)
+        return -EBUSY;
+    struct sockaddr_storage addr;
+    socklen_t addr_len;
+    if (resolve(srv, &addr, &addr_len) != 0)
+        return -EINVAL;
+    NL_UNUSED(addr_len);
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | MHD_ALLOW_SUSPEND_RESUME |
+                     MHD_USE_ERROR_LOG;
+    if (addr.ss_family == AF_INET6)
+        flags |= MHD_USE_IPv6;
+    errno = 0;
+    /* The logger goes first, or libmicrohttpd complains about the options before it. */
+    srv->daemon = MHD_start_daemon(
+        flags, srv->opts.port, NULL, NULL, on_access, srv, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log,
+        NULL, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr, MHD_OPTION_CONNECTION_LIMIT,
+        srv->opts.max_connections, MHD_OPTION_CONNECTION_TIMEOUT, srv->opts.timeout_s,
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv, MHD_OPTION_END);
+    int err = -errno;
+    if (srv->daemon == NULL)
+        return err != 0 ? err : -EADDRNOTAVAIL;
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(srv->daemon, MHD_DAEMON_INFO_BIND_PORT);
+    srv->port = info != NULL ? info->port : srv->opts.port;
+    NL_LOG(NL_INFO, "http_listening", "host=%s port=%u auth=%s", srv->host, srv->port,
+           srv->has_key ? "api_key" : "none");
+    return 0;
+}
+
+uint16_t gw_http_port(const gw_http_t *srv)
+{
+    return srv->port;
+}
+
+void gw_http_stats(const gw_http_t *srv, gw_http_stats_t *out)
+{
+    out->requests = __atomic_load_n(&srv->n_requests, __ATOMIC_RELAXED);
+    out->unauthorized = __atomic_load_n(&srv->n_unauthorized, __ATOMIC_RELAXED);
+    out->not_found = __atomic_load_n(&srv->n_not_found, __ATOMIC_RELAXED);
+    out->too_large = __atomic_load_n(&srv->n_too_large, __ATOMIC_RELAXED);
+    out->suspended = __atomic_load_n(&srv->n_suspended, __ATOMIC_RELAXED);
+    out->pending = __atomic_load_n(&srv->n_pending, __ATOMIC_RELAXED);
+}
+
+/*
+ * libmicrohttpd forbids stopping with suspended connections, and the handlers' answers may
+ * never come (their loop may be gone), so every waiting request is answered 503 and resumed
+ * here. A resume only raises a flag that the server thread acts on, and MHD_stop_daemon would
+ * cut connections whose answer is still unsent, so we wait (bounded) until each of those
+ * requests has completed before stopping the daemon.
+ */
+void gw_http_stop(gw_http_t *srv)
+{
+    if (srv->daemon == NULL)
+        return;
+    pthread_mutex_lock(&srv->lock);
+    srv->is_stopping = true;
+    for (gw_http_req_t *req = srv->pending; req != NULL; req = req->next) {
+        pthread_mutex_lock(&req->lock);
+        if (req->response == NULL && req->state == REQ_SUSPENDED) {
+            req->response = make_error("server stopping");
+            req->status = MHD_HTTP_SERVICE_UNAVAILABLE;
+            drain_add(srv, req);
+            MHD_resume_connection(req->conn);
+        }
+        pthread_mutex_unlock(&req->lock);
+    }
+    struct timespec deadline;
+    clock_gettime(CLOCK_MONOTONIC, &deadline);
+    deadline.tv_sec += STOP_DRAIN_S;
+    while (srv->pending != NULL || srv->n_draining > 0) {
+        if (pthread_cond_timedwait(&srv->drained, &srv->lock, &deadline) == ETIMEDOUT)
+            break;
+    }
+    bool is_drained = srv->pending == NULL && srv->n_draining == 0;
+    pthread_mutex_unlock(&srv->lock);
+    if (!is_drained)
+        NL_LOG(NL_WARN, "http_stop_undrained", "port=%u", srv->port);
+    MHD_stop_daemon(srv->daemon);
+    srv->daemon = NULL;
+    NL_LOG(NL_INFO, "http_stopped", "port=%u", srv->port);
+}
+
+void gw_http_free(gw_http_t *srv)
+{
+    if (srv == NULL)
+        return;
+    gw_http_stop(srv);
+    for (size_t i = 0; i < srv->n_routes; i++)
+        free(srv->routes[i].path);
+    pthread_cond_destroy(&srv->drained);
+    pthread_mutex_destroy(&srv->lock);
+    free(srv);
+}

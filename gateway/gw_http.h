@@ -1,0 +1,129 @@
+/*
+ * gw_http: the admin HTTP server, libmicrohttpd running in its own thread.
+ *
+ * The caller registers routes (method + exact path → handler) and starts the server. Each
+ * request is authenticated, routed and its body collected (up to max_body_bytes) before the
+ * handler runs; the handler must then answer it exactly once with gw_http_respond(), either
+ * before it returns or later from any thread. Answering later is the normal case for herald:
+ * the handler posts work into the IO loops and the last loop to reply answers. Meanwhile the
+ * connection is suspended (MHD_suspend_connection) and costs no CPU; gw_http_respond()
+ * resumes it.
+ *
+ * Answers gw_http gives by itself, each with a JSON body {"error": "..."}:
+ *   401  X-Api-Key missing or wrong on any path but a public one (compared in constant time,
+ *        on SHA-256 digests so the key length does not leak either). With no api_key
+ *        configured every non-public request gets 401. Unknown paths need the key too, so the
+ *        route table does not leak to strangers.
+ *   404  no route has this path.          405  the path exists for other methods (Allow: ...).
+ *   413  the body exceeds max_body_bytes.  503  the server stopped while a request waited.
+ * /healthz is always public: a route registered for it is public, and without one gw_http
+ * answers 200 {"status":"ok"} itself. gw_http_route_public() makes other paths public
+ * (/readyz for load balancers, say).
+ *
+ * Thread: gw_http_new, gw_http_route*, gw_http_start, gw_http_stop and gw_http_free are for
+ * the owning thread. Handlers run on the server's one internal thread, one at a time, so they
+ * must be quick: post the work elsewhere and return. gw_http_respond is safe from any thread.
+ * Ownership: the caller owns gw_http_t. A request is gw_http's: it stays valid from the
+ * handler call until the caller's gw_http_respond() returns, and not a moment longer.
+ * Logging: ev=http_listening on start, ev=http_error for libmicrohttpd's own complaints; never
+ * the API key or bodies.
+ */
+#ifndef HERALD_GATEWAY_GW_HTTP_H
+#define HERALD_GATEWAY_GW_HTTP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct gw_http_s gw_http_t;
+typedef struct gw_http_req_s gw_http_req_t;
+
+/* Handles one request; must lead to exactly one gw_http_respond(req, ...), now or later. */
+typedef void (*gw_http_handler_cb)(gw_http_req_t *req, void *arg);
+
+typedef struct gw_http_opts_s {
+    const char *host;         /* bind address or name; NULL: "127.0.0.1" */
+    uint16_t port;            /* 0: any free port (see gw_http_port) */
+    const char *api_key;      /* NULL or "": every non-public request answers 401 */
+    size_t max_body_bytes;    /* 0: 1 MiB */
+    unsigned max_connections; /* 0: 64 */
+    unsigned timeout_s;       /* idle keep-alive connections close after this; 0: 30 */
+} gw_http_opts_t;
+
+/* Counters since start, read with relaxed loads. */
+typedef struct gw_http_stats_s {
+    uint64_t requests;     /* requests whose headers arrived */
+    uint64_t unauthorized; /* 401 */
+    uint64_t not_found;    /* 404 and 405 */
+    uint64_t too_large;    /* 413 */
+    uint64_t suspended;    /* handlers that answered after returning */
+    uint64_t pending;      /* requests waiting for gw_http_respond right now */
+} gw_http_stats_t;
+
+/* Creates a server (not yet listening) with a copy of opts.
+ * Returns: 0; -EINVAL (bad opts); -ENOMEM. Thread: owner. Ownership: *out is the caller's,
+ * freed with gw_http_free(). */
+int gw_http_new(gw_http_t **out, const gw_http_opts_t *opts);
+
+/* Registers handler for method ("GET", "POST", ...) on the exact path (no query string; the
+ * path must start with '/'). Strings are copied. Register before gw_http_start.
+ * Returns: 0; -EINVAL; -EEXIST (same method and path); -ENOSPC (64 routes); -EBUSY (started).
+ * Thread: owner. */
+int gw_http_route(gw_http_t *srv, const char *method, const char *path, gw_http_handler_cb handler,
+                  void *arg);
+
+/* As gw_http_route, for a path that needs no API key. Thread: owner. */
+int gw_http_route_public(gw_http_t *srv, const char *method, const char *path,
+                         gw_http_handler_cb handler, void *arg);
+
+/* Binds host:port and starts the server thread.
+ * Returns: 0; -EADDRINUSE, -EADDRNOTAVAIL, -EACCES or another -errno from binding; -EINVAL
+ *          (host does not resolve); -EBUSY (already started). Thread: owner. Callbacks:
+ *          handlers may run before this returns. */
+int gw_http_start(gw_http_t *srv);
+
+/* Returns the bound port (useful after port 0), or 0 before start. Thread: any. */
+uint16_t gw_http_port(const gw_http_t *srv);
+
+/* Copies the counters into *out. Thread: any. */
+void gw_http_stats(const gw_http_t *srv, gw_http_stats_t *out);
+
+/* Stops the server: requests still waiting for gw_http_respond are answered 503 (their later
+ * gw_http_respond is then accepted and discarded), the listener and every connection close,
+ * the thread is joined. Idempotent. Thread: owner; never from a handler. */
+void gw_http_stop(gw_http_t *srv);
+
+/* Stops (if needed) and frees the server. NULL is fine. Requests answered 503 by the stop
+ * remain valid for their late gw_http_respond. Thread: owner; never from a handler. */
+void gw_http_free(gw_http_t *srv);
+
+/* The request's method and path (without the query string). Valid until gw_http_respond.
+ * Thread: any. Ownership: gw_http's. */
+const char *gw_http_req_method(const gw_http_req_t *req);
+const char *gw_http_req_path(const gw_http_req_t *req);
+
+/* A query argument ("?limit=10" → "10"; "" for "?flag"), or NULL when absent.
+ * Thread: the handler call only (it reads libmicrohttpd's connection); copy what you need
+ * before answering later. Ownership: libmicrohttpd's. */
+const char *gw_http_req_query(const gw_http_req_t *req, const char *key);
+
+/* A request header, case-insensitive name, or NULL when absent. Same rules as
+ * gw_http_req_query. */
+const char *gw_http_req_header(const gw_http_req_t *req, const char *name);
+
+/* The request body, NUL-terminated for convenience (the NUL is not counted in *len); "" with
+ * *len 0 when there is none. Valid until gw_http_respond. Thread: any. Ownership: gw_http's. */
+const char *gw_http_req_body(const gw_http_req_t *req, size_t *len);
+
+/* Answers req with status, a Content-Type (NULL: "application/json") and body[0..len) (copied).
+ * After it returns, req is gone.
+ * Returns: 0; -ENOMEM (req is then answered 500 if possible, and still gone); 0 as well when
+ *          gw_http_stop already answered req (the answer is discarded).
+ * Thread: any, once per request. */
+int gw_http_respond(gw_http_req_t *req, unsigned status, const char *content_type, const void *body,
+                    size_t len);
+
+/* Answers req with status and {"error": "<message>"} (message JSON-escaped). As
+ * gw_http_respond. Thread: any, once per request. */
+int gw_http_respond_error(gw_http_req_t *req, unsigned status, const char *message);
+
+#endif

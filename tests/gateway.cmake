@@ -1,0 +1,16 @@
+# gateway: one cmocka executable per gw_* module. gateway/CMakeLists.txt defines its
+# pkg-config targets in its own directory scope, so the tests find the ones they use here.
+if(TARGET gateway_core)
+    pkg_check_modules(GW_TEST_JANSSON REQUIRED IMPORTED_TARGET jansson)
+    find_package(OpenSSL REQUIRED COMPONENTS Crypto)
+
+    herald_unit(test_gw_channel_name LIBS gateway_core LABELS unit)
+    herald_unit(test_gw_config LIBS gateway_core LABELS unit)
+    herald_unit(test_gw_token LIBS gateway_core OpenSSL::Crypto PkgConfig::GW_TEST_JANSSON
+                LABELS unit)
+    herald_unit(test_gw_metrics LIBS gateway_core PkgConfig::GW_TEST_JANSSON LABELS unit)
+    herald_unit(test_gw_http LIBS gateway_core LABELS unit threaded TIMEOUT 60)
+endif()
+if(TARGET gateway_core)
+    herald_unit(test_gw_sub LIBS gateway_core LABELS unit)
+endif()
