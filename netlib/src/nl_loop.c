@@ -452,7 +452,10 @@ int nl_loop_add_before_sleep(nl_loop_t *loop, nl_loop_hook_cb fn, void *arg)
  * once, for nothing, instead of costing a syscall on every stop or restart. */
 static int loop_prepare_wait(nl_loop_t *loop, int timeout_ms)
 {
-    if (__atomic_load_n(&loop->stop_requested, __ATOMIC_ACQUIRE) || loop_has_posts(loop))
+    /* Handles closed between two nl_loop_run_once calls wait in the deferred list: finish
+     * them now rather than after the next event. */
+    if (__atomic_load_n(&loop->stop_requested, __ATOMIC_ACQUIRE) || loop_has_posts(loop) ||
+        loop->deferred_head != NULL)
         return 0;
     uint64_t next_ms = nl__timer_next_deadline(loop);
     if (next_ms == UINT64_MAX)

@@ -13,6 +13,10 @@
  * coalesce. Buffers hold no storage while the connection is idle.
  * The high-water mark counts queued output bytes; on_high_water fires when a send takes the
  * queue from below to at-or-above it (then again only after the queue drained below it).
+ * The owned output buffer has a hard cap: twice the high-water mark (at least 64 KiB), or
+ * NL_BUF_DEFAULT_MAX without a mark; nl_conn_send past it returns -ENOBUFS.
+ * Peer EOF: output still queued is written first, then the connection closes with reason 0.
+ * TCP_NODELAY is on for every accepted and connected socket (nl_conn_set_nodelay turns it off).
  *
  * Thread: every function taking an nl_conn_t * is owner-thread only (NL_ASSERT_OWNER), except
  * nl_conn_send_to, which takes (loop, id) and works from any thread.
@@ -103,10 +107,11 @@ nl_conn_t *nl_conn_lookup(nl_loop_t *loop, uint64_t conn_id);
 /* Output bytes queued and not yet written. */
 size_t nl_conn_output_bytes(const nl_conn_t *c);
 
-/* Sets the high-water mark in bytes (0 disables, the default). */
+/* Sets the high-water mark in bytes (0 disables, the default), and with it the output cap. */
 void nl_conn_set_high_water(nl_conn_t *c, size_t bytes);
 
-/* Caps the input buffer (default NL_BUF_DEFAULT_MAX); a full input buffer pauses reading. */
+/* Caps the input buffer (default NL_BUF_DEFAULT_MAX); a full input buffer pauses reading
+ * until nl_conn_resume_read. */
 void nl_conn_set_max_input(nl_conn_t *c, size_t bytes);
 
 /* Stops / resumes reading from the socket (backpressure). Thread: owner. */

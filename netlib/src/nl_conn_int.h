@@ -1,0 +1,182 @@
+/*
+ * nl_conn_int.h: the connection's layout and what nl_conn.c, nl_conn_out.c, nl_server.c and
+ * nl_client.c share. Private to netlib.
+ *
+ * Memory: the gateway budgets about 512 bytes per connection including its own session, so
+ * struct nl_conn_s stays at 160 bytes: the fd watcher, both buffers (24 bytes each while they
+ * hold no storage), and nothing per connection that can be shared (callbacks are one const
+ * pointer, the peer address is asked of the kernel, the owner's arg is one pointer). The block
+ * queue is allocated only while blocks are queued.
+ *
+ * Per loop (nl__loop_module(loop, NL__MODULE_CONN)): the id -> connection table, the dirty list
+ * flushed once per iteration by a before-sleep hook, the pools of empty input buffers, and the
+ * loop's counters.
+ */
+#ifndef HERALD_NETLIB_NL_CONN_INT_H
+#define HERALD_NETLIB_NL_CONN_INT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include "netlib/nl_client.h"
+#include "netlib/nl_conn.h"
+#include "nl_loop_int.h"
+
+/* conn->flags. */
+#define NL__CONN_IS_CLIENT 0x0001u   /* ctx is the nl_client_t that made the connection */
+#define NL__CONN_READ_PAUSED 0x0002u /* nl_conn_pause_read */
+#define NL__CONN_INPUT_FULL 0x0004u  /* the input buffer hit its cap: reading stopped */
+#define NL__CONN_WRITE_ARMED 0x0008u /* NL_WRITE is wanted: the socket refused bytes */
+#define NL__CONN_PEER_EOF 0x0010u    /* the peer closed: drain the output, then close */
+#define NL__CONN_SHUT_WR 0x0020u     /* shutdown(SHUT_WR) done */
+#define NL__CONN_WC_PENDING 0x0040u  /* on_write_complete owed by the next flush */
+
+/* Marks "not on the dirty list" for dirty_idx. */
+#define NL__CONN_NO_IDX UINT32_MAX
+
+struct nl__conn_bq_s;
+
+struct nl_conn_s {
+    /* The fd watcher. Its deferred slot (used only by nl_io_close on heap ios) carries the
+     * connection's own end-of-iteration finish. */
+    struct nl_io_s io;
+    nl_buf_t in;
+    nl_buf_t out; /* owned output bytes; its max_bytes is the hard output cap */
+    uint64_t id;
+    const nl_conn_cbs_t *cbs;
+    void *data;
+    void *ctx;                /* server arg, or the nl_client_t with NL__CONN_IS_CLIENT */
+    struct nl__conn_bq_s *bq; /* queued block references; NULL when none */
+    uint32_t high_water;      /* bytes; 0 disables */
+    /* A connection leaves the dirty list when it closes, so the slot is reused for the reason
+     * on_close will get. */
+    union {
+        uint32_t dirty_idx;
+        int32_t close_reason;
+    } u;
+    uint16_t flags;
+    uint8_t state; /* nl_conn_state_t */
+    uint8_t pool;  /* 1 + index of the loop's input pool for this input cap; 0: none */
+};
+
+/* Blocks queued behind (and between) owned output bytes. Entry i is written after pre bytes
+ * of the output buffer that precede it; bytes of the output buffer beyond the sum of all pre
+ * come after the last block. A ring that doubles; freed when the queue drains. */
+typedef struct nl__conn_bq_entry_s {
+    nl_block_t *block;
+    uint32_t pre;
+} nl__conn_bq_entry_t;
+
+typedef struct nl__conn_bq_s {
+    uint32_t head;
+    uint32_t count;
+    uint32_t cap;      /* a power of two */
+    uint32_t head_off; /* bytes of the head block already written */
+    size_t pre_total;  /* sum of pre over the entries */
+    size_t bytes;      /* unwritten bytes in the queued blocks */
+    nl__conn_bq_entry_t e[];
+} nl__conn_bq_t;
+
+/* A connection pointer array with O(1) removal: each member stores its index. */
+typedef struct nl__conn_vec_s {
+    nl_conn_t **items;
+    uint32_t len;
+    uint32_t cap;
+} nl__conn_vec_t;
+
+/* Empty input buffers that keep their storage, all with one input cap, reused LIFO so the
+ * buffer a read lands in is the one the previous read used: hot in cache (see nl_conn.c). */
+#define NL__CONN_POOLS 4
+#define NL__CONN_POOL_BUFS 8
+typedef struct nl__conn_pool_s {
+    size_t max_bytes; /* the input cap of its buffers; 0: slot unused */
+    uint32_t count;
+    uint32_t low; /* the fewest buffers held since the last trim: idle that long */
+    nl_buf_t bufs[NL__CONN_POOL_BUFS];
+} nl__conn_pool_t;
+
+/* The connection module's state on one loop. Owner thread only. */
+typedef struct nl__conn_loop_s {
+    nl_loop_t *loop;
+    nl_conn_t **table; /* open addressing by id, linear probing, no tombstones */
+    uint32_t table_mask;
+    uint32_t table_count;
+    nl__conn_vec_t dirty;       /* output queued, flush due before the loop sleeps */
+    nl__conn_vec_t dirty_spare; /* the previous pass's array, reused */
+    nl__conn_pool_t pools[NL__CONN_POOLS];
+    uint64_t last_trim_ms;
+    bool is_flush_posted;
+    nl_conn_loop_stats_t stats;
+} nl__conn_loop_t;
+
+/* What a server or client hands a new connection. */
+typedef struct nl__conn_setup_s {
+    const nl_conn_cbs_t *cbs;
+    void *ctx;
+    bool is_client;
+    size_t high_water_bytes;
+    size_t max_input_bytes;
+} nl__conn_setup_t;
+
+/* Wraps a connected, non-blocking socket in a connection on loop (owner thread), CONNECTED,
+ * not yet reading. Sets TCP_NODELAY. Returns: 0; -ENOMEM; -ENOSPC (no before-sleep slot left).
+ * On failure the caller still owns fd. */
+int nl__conn_new(nl_conn_t **out, nl_loop_t *loop, int fd, const nl__conn_setup_t *setup);
+
+/* Starts reading and runs on_connected. The connection may be closed when it returns. */
+void nl__conn_start(nl_conn_t *c);
+
+/* The loop's connection state; created on first use when create is true (NULL on ENOMEM or
+ * when it does not exist and create is false). */
+nl__conn_loop_t *nl__conn_loop_state(nl_loop_t *loop, bool create);
+
+/* Recomputes the fd interest from the flags and state; an epoll failure closes c. */
+void nl__conn_update_interest(nl_conn_t *c);
+
+/* The loop's connection state of c (exists while c does). */
+static inline nl__conn_loop_t *nl__conn_st(const nl_conn_t *c)
+{
+    return (nl__conn_loop_t *)nl__loop_module(c->io.loop, NL__MODULE_CONN)->state;
+}
+
+/* nl__loop_defer that also works when called outside the loop's run (see nl_conn.c). */
+void nl__conn_defer(nl_loop_t *loop, nl__deferred_t *d);
+
+/* Half-closes the write side once (shutdown(SHUT_WR)); a failure other than ENOTCONN closes c. */
+void nl__conn_shut_wr(nl_conn_t *c);
+
+/* The hard cap of the owned output buffer for a high-water mark (see nl_conn_out.c). */
+size_t nl__conn_out_cap(uint32_t high_water);
+
+/* Appends c to v and returns its index, or NL__CONN_NO_IDX on ENOMEM. */
+uint32_t nl__conn_vec_push(nl__conn_vec_t *v, nl_conn_t *c);
+/* Removes the item at idx by moving the last one there; returns the moved item (whose index
+ * the caller must update) or NULL when idx was last. */
+nl_conn_t *nl__conn_vec_remove(nl__conn_vec_t *v, uint32_t idx);
+
+/* Parses a numeric IPv4 or IPv6 address (NULL: 0.0.0.0). Returns 0 or -EINVAL. */
+int nl__sockaddr_parse(const char *host, uint16_t port, struct sockaddr_storage *ss,
+                       socklen_t *len);
+
+/* nl_conn_out.c: output queue. */
+
+/* Queued output bytes: owned plus blocks. */
+size_t nl__conn_queued(const nl_conn_t *c);
+/* Unrefs every queued block and frees the queue and the output storage. */
+void nl__conn_out_drop(nl_conn_t *c);
+/* Removes c from its loop's dirty list if it is there. */
+void nl__conn_unmark_dirty(nl_conn_t *c);
+/* Handles writability: writes what is queued and settles interest, shutdown and callbacks. */
+void nl__conn_handle_write(nl_conn_t *c);
+/* The before-sleep flush of every dirty connection on the loop. */
+void nl__conn_flush_dirty(nl__conn_loop_t *st);
+/* Posts a flush for connections marked dirty after this iteration's before-sleep hooks ran
+ * (by a close callback), so the loop does not sleep on them. */
+void nl__conn_flush_soon(nl__conn_loop_t *st);
+
+/* nl_client.c: the client's connection finished (after on_close). */
+void nl__client_conn_finished(nl_client_t *cl, nl_conn_t *c);
+
+#endif

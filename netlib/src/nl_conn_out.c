@@ -1,0 +1,405 @@
+/*
+ * nl_conn_out: a connection's output: the owned buffer, the queue of shared blocks, the
+ * per-iteration flush with one sendmsg (a writev with MSG_NOSIGNAL) over everything queued,
+ * and the high-water mark (STYLE.md §6; Redis _writevToClient, muduo sendInLoop).
+ *
+ * Write interest: NL_WRITE is asked of epoll only after the kernel refused bytes (a partial or
+ * EAGAIN write) and dropped as soon as the queue drains, so a connection whose writes succeed
+ * never costs an epoll_ctl. Invariant: a connection with output queued is either WRITE_ARMED
+ * (waiting for the socket) or on the loop's dirty list (waiting for this iteration's flush).
+ *
+ * Memory: the owned buffer is released when a flush drains it, the block queue freed, so an
+ * idle connection holds no output storage. The owned buffer has a hard cap (nl__conn_out_cap):
+ * nl_conn_send past it returns -ENOBUFS and queues nothing. Blocks are shared and not capped
+ * here; the owner reacts at the high-water mark (drop or disconnect a slow consumer).
+ */
+#include "netlib/nl_conn.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include "nl_conn_int.h"
+
+/* iovecs per sendmsg: enough to coalesce a burst, small enough for the stack. */
+#define NL__CONN_IOV_MAX 64
+/* sendmsg calls per flush when each one is fully accepted (the iovec limit cut the batch). */
+#define NL__CONN_WRITE_ROUNDS 16
+/* Dirty-list passes per before-sleep hook: callbacks run by a flush may queue more output. */
+#define NL__CONN_FLUSH_PASSES 8
+#define NL__CONN_BQ_MIN 4u
+/* The owned output buffer's cap is twice the high-water mark, at least 64 KiB; with no mark it
+ * is the buffer default (64 MiB). Between the mark and the cap the owner has room to act. */
+#define NL__CONN_OUT_CAP_MIN (65536u + NL_BUF_PREPEND)
+
+size_t nl__conn_out_cap(uint32_t high_water)
+{
+    if (high_water == 0)
+        return NL_BUF_DEFAULT_MAX;
+    size_t cap = (size_t)high_water * 2 + NL_BUF_PREPEND;
+    if (cap < NL__CONN_OUT_CAP_MIN)
+        cap = NL__CONN_OUT_CAP_MIN;
+    return cap > UINT32_MAX ? UINT32_MAX : cap;
+}
+
+size_t nl__conn_queued(const nl_conn_t *c)
+{
+    return nl_buf_readable(&c->out) + (c->bq ? c->bq->bytes : 0);
+}
+
+size_t nl_conn_output_bytes(const nl_conn_t *c)
+{
+    return nl__conn_queued(c);
+}
+
+/* --- block queue ------------------------------------------------------------------------- */
+
+static nl__conn_bq_entry_t *bq_at(nl__conn_bq_t *q, uint32_t i)
+{
+    return &q->e[(q->head + i) & (q->cap - 1)];
+}
+
+/* Makes room for one more entry, allocating or doubling the ring (entries move to slot 0). */
+static int bq_reserve(nl_conn_t *c)
+{
+    nl__conn_bq_t *q = c->bq;
+    if (q && q->count < q->cap)
+        return 0;
+    uint32_t cap = q ? q->cap * 2 : NL__CONN_BQ_MIN;
+    nl__conn_bq_t *nq = malloc(sizeof(*nq) + cap * sizeof(nq->e[0]));
+    if (!nq)
+        return -ENOMEM;
+    if (q) {
+        *nq = *q;
+        for (uint32_t i = 0; i < q->count; i++)
+            nq->e[i] = *bq_at(q, i);
+        free(q);
+    } else {
+        memset(nq, 0, sizeof(*nq));
+    }
+    nq->head = 0;
+    nq->cap = cap;
+    c->bq = nq;
+    return 0;
+}
+
+static void bq_push(nl_conn_t *c, nl_block_t *b)
+{
+    nl__conn_bq_t *q = c->bq;
+    nl__conn_bq_entry_t *e = bq_at(q, q->count);
+    /* Owned bytes appended since the previous block go out before this one. */
+    size_t pre = nl_buf_readable(&c->out) - q->pre_total;
+    e->block = nl_block_ref(b);
+    e->pre = (uint32_t)pre;
+    q->pre_total += pre;
+    q->bytes += nl_block_len(b);
+    q->count++;
+}
+
+static void bq_free(nl_conn_t *c)
+{
+    nl__conn_bq_t *q = c->bq;
+    if (!q)
+        return;
+    for (uint32_t i = 0; i < q->count; i++)
+        nl_block_unref(bq_at(q, i)->block);
+    free(q);
+    c->bq = NULL;
+}
+
+void nl__conn_out_drop(nl_conn_t *c)
+{
+    bq_free(c);
+    nl_buf_retrieve_all(&c->out);
+    nl_buf_release(&c->out);
+}
+
+/* --- dirty list -------------------------------------------------------------------------- */
+
+static int conn_mark_dirty(nl_conn_t *c)
+{
+    if (c->u.dirty_idx != NL__CONN_NO_IDX)
+        return 0;
+    uint32_t idx = nl__conn_vec_push(&nl__conn_st(c)->dirty, c);
+    if (idx == NL__CONN_NO_IDX)
+        return -ENOMEM;
+    c->u.dirty_idx = idx;
+    return 0;
+}
+
+void nl__conn_unmark_dirty(nl_conn_t *c)
+{
+    if (c->u.dirty_idx == NL__CONN_NO_IDX)
+        return;
+    nl_conn_t *moved = nl__conn_vec_remove(&nl__conn_st(c)->dirty, c->u.dirty_idx);
+    if (moved)
+        moved->u.dirty_idx = c->u.dirty_idx;
+    c->u.dirty_idx = NL__CONN_NO_IDX;
+}
+
+/* --- writing ----------------------------------------------------------------------------- */
+
+/* Fills iov with the queue in stream order from its front: for each block the owned bytes
+ * before it, then the block (minus what was written of the head block), then the owned bytes
+ * after the last block. Stops early at max entries. Returns the count; *total gets the bytes. */
+static int out_build_iov(nl_conn_t *c, struct iovec *iov, int max, size_t *total)
+{
+    char *owned = (char *)nl_buf_peek(&c->out);
+    size_t off = 0;
+    size_t sum = 0;
+    int n = 0;
+    nl__conn_bq_t *q = c->bq;
+    uint32_t count = q ? q->count : 0;
+    uint32_t i = 0;
+    for (; i < count && n + 2 <= max; i++) {
+        nl__conn_bq_entry_t *e = bq_at(q, i);
+        if (e->pre > 0) {
+            iov[n++] = (struct iovec){owned + off, e->pre};
+            off += e->pre;
+            sum += e->pre;
+        }
+        size_t skip = i == 0 ? q->head_off : 0;
+        size_t len = nl_block_len(e->block) - skip;
+        iov[n++] = (struct iovec){nl_block_data(e->block) + skip, len};
+        sum += len;
+    }
+    size_t tail = nl_buf_readable(&c->out) - off;
+    if (i == count && tail > 0 && n < max) {
+        iov[n++] = (struct iovec){owned + off, tail};
+        sum += tail;
+    }
+    *total = sum;
+    return n;
+}
+
+/* Drops n written bytes from the front of the queue. */
+static void out_consume(nl_conn_t *c, size_t n)
+{
+    nl__conn_bq_t *q = c->bq;
+    while (n > 0 && q && q->count > 0) {
+        nl__conn_bq_entry_t *e = bq_at(q, 0);
+        if (e->pre > 0) {
+            size_t k = n < e->pre ? n : e->pre;
+            nl_buf_retrieve(&c->out, k);
+            e->pre -= (uint32_t)k;
+            q->pre_total -= k;
+            n -= k;
+            continue;
+        }
+        size_t left = nl_block_len(e->block) - q->head_off;
+        size_t k = n < left ? n : left;
+        q->head_off += (uint32_t)k;
+        q->bytes -= k;
+        n -= k;
+        if (k == left) {
+            nl_block_unref(e->block);
+            q->head = (q->head + 1) & (q->cap - 1);
+            q->count--;
+            q->head_off = 0;
+        }
+    }
+    if (n > 0)
+        nl_buf_retrieve(&c->out, n);
+}
+
+/* Writes what is queued. Returns 0 when the queue drained, 1 when the kernel refused part of
+ * it (socket full), or a negative errno for a dead connection. */
+static int out_write(nl_conn_t *c, nl__conn_loop_t *st)
+{
+    for (int round = 0; round < NL__CONN_WRITE_ROUNDS; round++) {
+        struct iovec iov[NL__CONN_IOV_MAX];
+        size_t total;
+        int cnt = out_build_iov(c, iov, NL__CONN_IOV_MAX, &total);
+        if (cnt == 0)
+            return 0;
+        struct msghdr msg = {.msg_iov = iov, .msg_iovlen = (size_t)cnt};
+        ssize_t n = sendmsg(c->io.fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+        st->stats.writev_calls++;
+        if (n < 0) {
+            int err = -errno;
+            if (err == -EINTR)
+                continue;
+            return err == -EAGAIN ? 1 : err;
+        }
+        st->stats.bytes_out += (uint64_t)n;
+        out_consume(c, (size_t)n);
+        if ((size_t)n < total)
+            return 1;
+    }
+    return nl__conn_queued(c) > 0 ? 1 : 0;
+}
+
+/* Acts on out_write's result: close on error, wait for the socket when it is full, and when
+ * drained release the storage, drop NL_WRITE, finish a shutdown or a peer EOF, and tell the
+ * owner. */
+static void out_settle(nl_conn_t *c, int rc)
+{
+    if (rc < 0) {
+        nl_conn_close(c, rc);
+        return;
+    }
+    if (rc > 0) {
+        if (!(c->flags & NL__CONN_WRITE_ARMED)) {
+            c->flags |= NL__CONN_WRITE_ARMED;
+            nl__conn_update_interest(c);
+        }
+        return;
+    }
+    bq_free(c);
+    nl_buf_release(&c->out);
+    if (c->flags & NL__CONN_WRITE_ARMED) {
+        c->flags &= (uint16_t)~NL__CONN_WRITE_ARMED;
+        nl__conn_update_interest(c);
+    }
+    if (c->flags & NL__CONN_PEER_EOF) {
+        nl_conn_close(c, 0);
+        return;
+    }
+    if (c->state == NL_CONN_DISCONNECTING)
+        nl__conn_shut_wr(c);
+    if (c->state == NL_CONN_DISCONNECTED)
+        return;
+    c->flags &= (uint16_t)~NL__CONN_WC_PENDING;
+    if (c->cbs->on_write_complete)
+        c->cbs->on_write_complete(c);
+}
+
+void nl__conn_handle_write(nl_conn_t *c)
+{
+    out_settle(c, out_write(c, nl__conn_st(c)));
+}
+
+static void conn_flush_posted(void *arg)
+{
+    nl__conn_loop_t *st = arg;
+    st->is_flush_posted = false;
+    nl__conn_flush_dirty(st);
+}
+
+void nl__conn_flush_soon(nl__conn_loop_t *st)
+{
+    if (st->dirty.len == 0 || st->is_flush_posted)
+        return;
+    /* A post from the owner thread does not ring the eventfd, and the loop does not block
+     * while posts are queued. On ENOMEM the flush waits for the next wake-up. */
+    if (nl_loop_post(st->loop, conn_flush_posted, st) == 0)
+        st->is_flush_posted = true;
+}
+
+/* Each pass takes the whole list, so output queued by callbacks during a pass goes to the
+ * next one. Connections closed meanwhile are still allocated (freed after the hooks) and are
+ * skipped on their state. */
+void nl__conn_flush_dirty(nl__conn_loop_t *st)
+{
+    for (int pass = 0; pass < NL__CONN_FLUSH_PASSES && st->dirty.len > 0; pass++) {
+        nl__conn_vec_t batch = st->dirty;
+        st->dirty = st->dirty_spare;
+        st->dirty.len = 0;
+        for (uint32_t i = 0; i < batch.len; i++)
+            batch.items[i]->u.dirty_idx = NL__CONN_NO_IDX;
+        for (uint32_t i = 0; i < batch.len; i++) {
+            nl_conn_t *c = batch.items[i];
+            /* Closed, or waiting for the socket: its NL_WRITE event flushes it. */
+            if (c->state == NL_CONN_DISCONNECTED || (c->flags & NL__CONN_WRITE_ARMED))
+                continue;
+            out_settle(c, out_write(c, st));
+        }
+        batch.len = 0;
+        st->dirty_spare = batch;
+    }
+    nl__conn_flush_soon(st);
+}
+
+/* --- sending ----------------------------------------------------------------------------- */
+
+static void out_check_high_water(nl_conn_t *c, size_t before)
+{
+    if (c->high_water == 0 || !c->cbs->on_high_water || c->state == NL_CONN_DISCONNECTED)
+        return;
+    size_t now = nl__conn_queued(c);
+    if (before < c->high_water && now >= c->high_water)
+        c->cbs->on_high_water(c, now);
+}
+
+/* Writes straight to the socket. Returns bytes written (0 when the socket is full), or a
+ * negative errno for a dead connection. */
+static ssize_t out_write_direct(nl_conn_t *c, const void *data, size_t len)
+{
+    for (;;) {
+        ssize_t n = send(c->io.fd, data, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n >= 0) {
+            nl__conn_st(c)->stats.bytes_out += (uint64_t)n;
+            return n;
+        }
+        int err = -errno;
+        if (err == -EAGAIN)
+            return 0;
+        if (err != -EINTR)
+            return err;
+    }
+}
+
+int nl_conn_send(nl_conn_t *c, const void *data, size_t len)
+{
+    NL_ASSERT_OWNER(c->io.loop);
+    if (c->state != NL_CONN_CONNECTED)
+        return -ENOTCONN;
+    if (len == 0)
+        return 0;
+    size_t owned = nl_buf_readable(&c->out);
+    size_t limit = nl__conn_out_cap(c->high_water) - NL_BUF_PREPEND;
+    /* Checked up front so a send is queued whole or not at all, never half written. (owned can
+     * exceed limit after nl_conn_set_high_water lowered the cap.) */
+    if (owned >= limit || len > limit - owned)
+        return -ENOBUFS;
+    size_t before = nl__conn_queued(c);
+    size_t done = 0;
+    if (before == 0 && !(c->flags & NL__CONN_WRITE_ARMED)) {
+        ssize_t n = out_write_direct(c, data, len);
+        if (n < 0) {
+            nl_conn_close(c, (int)n);
+            return 0;
+        }
+        done = (size_t)n;
+        if (done == len) {
+            /* Owed, not called here: a sender inside on_write_complete would recurse. */
+            if (c->cbs->on_write_complete) {
+                c->flags |= NL__CONN_WC_PENDING;
+                (void)conn_mark_dirty(c);
+            }
+            return 0;
+        }
+    }
+    int err = nl_buf_append(&c->out, (const char *)data + done, len - done);
+    if (err < 0) {
+        if (done > 0)
+            nl_conn_close(c, err); /* part of the message is on the wire: the stream is broken */
+        return err;
+    }
+    if (before == 0 && !(c->flags & NL__CONN_WRITE_ARMED)) {
+        /* The kernel took less than all: wait for the socket. */
+        c->flags |= NL__CONN_WRITE_ARMED;
+        nl__conn_update_interest(c);
+    }
+    out_check_high_water(c, before);
+    return 0;
+}
+
+int nl_conn_send_block(nl_conn_t *c, nl_block_t *b)
+{
+    NL_ASSERT_OWNER(c->io.loop);
+    if (c->state != NL_CONN_CONNECTED)
+        return -ENOTCONN;
+    if (nl_block_len(b) == 0)
+        return 0;
+    if (bq_reserve(c) < 0)
+        return -ENOMEM;
+    if (!(c->flags & NL__CONN_WRITE_ARMED) && conn_mark_dirty(c) < 0)
+        return -ENOMEM;
+    size_t before = nl__conn_queued(c);
+    bq_push(c, b);
+    out_check_high_water(c, before);
+    return 0;
+}
