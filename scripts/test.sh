@@ -2,7 +2,7 @@
 # The whole test suite: installs what is missing, then builds and runs ctest three ways:
 #   1. Release (gcc),                       every test
 #   2. AddressSanitizer + UBSan (clang),    every test, plus the libFuzzer targets
-#   3. ThreadSanitizer (gcc),               the tests labelled "threaded"
+#   3. ThreadSanitizer (clang),             the tests labelled "threaded"
 # Fails if any build or test fails. Usage: scripts/test.sh [extra ctest args]
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -28,5 +28,5 @@ run() { # name, ctest args..., -- cmake args...
 extra=("$@")
 run release -- -DCMAKE_C_COMPILER=gcc
 run asan -- -DCMAKE_C_COMPILER=clang -DHERALD_SANITIZE=address,undefined -DHERALD_FUZZ=ON
-run tsan -L threaded -- -DCMAKE_C_COMPILER=gcc -DHERALD_SANITIZE=thread
+run tsan -L threaded -- -DCMAKE_C_COMPILER=clang -DHERALD_SANITIZE=thread
 echo "=== all test builds passed" >&2

@@ -388,16 +388,17 @@ int nl_loop_post(nl_loop_t *loop, nl_loop_post_cb fn, void *arg)
     bool was_empty = loop->posts.count == 0;
     loop->posts.items[loop->posts.count++] = (post_item_t){fn, arg};
     __atomic_add_fetch(&loop->queue_depth, 1, __ATOMIC_RELAXED);
-    pthread_mutex_unlock(&loop->post_lock);
     /* Only the post that makes the queue non-empty rings: later ones find it non-empty and know
      * a wake-up is on its way. The loop's own thread never rings, because the loop checks the
-     * queue before it blocks. Ringing after unlocking is safe: a loop that drained the queue
-     * in between just wakes once for nothing. */
+     * queue before it blocks. The ring happens under the lock: once a poster unlocks it never
+     * touches the loop again, so a loop stopped by this very post (nl_loop_thread_stop) may be
+     * freed the moment the lock drops. Ringing after unlocking raced with that free. */
     if (was_empty && tls_loop != loop) {
         __atomic_add_fetch(&loop->wakeups, 1, __ATOMIC_RELAXED);
         int err = nl__poll_wake(loop->wake_fd);
         NL_ASSERT(err == 0);
     }
+    pthread_mutex_unlock(&loop->post_lock);
     return 0;
 }
 
