@@ -1,0 +1,139 @@
+# shellcheck shell=bash
+# Shared by the scenario scripts (sourced, not run): finds the binaries, starts and stops
+# herald on free loopback ports, reads its RSS and CPU from /proc, pins processes to CPUs.
+#
+# After `scenario_init "$@"` the caller has: $BUILD (build directory), $HERALD and $LOADGEN
+# (binaries), $WORK (a temporary directory removed on exit), and ARGS (the arguments the
+# library did not take). `herald_start [flags...]` sets $HERALD_PID and $HERALD_PORT.
+
+set -euo pipefail
+
+SCENARIO_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+REPO=$(cd "$SCENARIO_DIR/../.." && pwd)
+CLK_TCK=$(getconf CLK_TCK)
+NPROC=$(nproc)
+HERALD_PID=""
+LOADGEN_PIDS=()
+PIN=1
+
+die() {
+    echo "$(basename "$0"): $*" >&2
+    exit 2
+}
+
+# Parses --build DIR and --no-pin; leaves the rest in ARGS.
+scenario_init() {
+    BUILD="$REPO/build/release"
+    ARGS=()
+    while [ $# -gt 0 ]; do
+        case "$1" in
+        --build) BUILD=$(cd "$2" && pwd); shift 2 ;;
+        --build=*) BUILD=$(cd "${1#--build=}" && pwd); shift ;;
+        --no-pin) PIN=0; shift ;;
+        *) ARGS+=("$1"); shift ;;
+        esac
+    done
+    HERALD="$BUILD/gateway/herald"
+    LOADGEN="$BUILD/loadgen/herald-loadgen"
+    [ -x "$HERALD" ] || die "no herald at $HERALD: build first (cmake -S . -B $BUILD && cmake --build $BUILD) or give --build DIR"
+    [ -x "$LOADGEN" ] || die "no herald-loadgen at $LOADGEN: build first or give --build DIR"
+    [ -x /usr/bin/python3 ] || die "needs /usr/bin/python3 to read loadgen's JSON"
+    WORK=$(mktemp -d "${TMPDIR:-/tmp}/herald-scenario.XXXXXX")
+    trap scenario_cleanup EXIT
+    trap 'exit 130' INT TERM
+    # Both herald and loadgen hold one descriptor per connection; take the whole hard limit.
+    ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
+}
+
+scenario_cleanup() {
+    local pid
+    for pid in "${LOADGEN_PIDS[@]}"; do
+        kill "$pid" 2>/dev/null || true
+    done
+    herald_stop
+    rm -rf "$WORK"
+}
+
+# Prefix for a command pinned to one CPU (when pinning is on and the CPU exists).
+pin() { # cpu
+    if [ "$PIN" = 1 ] && [ "$1" -lt "$NPROC" ] && command -v taskset >/dev/null; then
+        echo "taskset -c $1"
+    fi
+}
+
+# Starts herald in insecure mode on free loopback ports with the given extra flags, prefixed
+# by $HERALD_PREFIX (e.g. a taskset), and waits for its ev=listening line.
+herald_start() {
+    mkfifo "$WORK/herald.fifo"
+    # shellcheck disable=SC2086
+    ${HERALD_PREFIX:-} "$HERALD" --listen 127.0.0.1:0 --admin 127.0.0.1:0 --insecure "$@" \
+        2>"$WORK/herald.fifo" &
+    HERALD_PID=$!
+    exec 7<"$WORK/herald.fifo"
+    HERALD_PORT=""
+    local line
+    while IFS= read -r -t 15 line <&7; do
+        echo "$line" >>"$WORK/herald.log"
+        if [[ $line =~ ev=listening.*[[:space:]]port=([0-9]+) ]]; then
+            HERALD_PORT=${BASH_REMATCH[1]}
+            break
+        fi
+    done
+    # Keep draining herald's log so it never blocks on a full pipe.
+    cat <&7 >>"$WORK/herald.log" &
+    exec 7<&-
+    if [ -z "$HERALD_PORT" ]; then
+        cat "$WORK/herald.log" >&2
+        die "herald did not report ev=listening"
+    fi
+}
+
+# Stops herald by PID: SIGTERM (its graceful drain), SIGKILL after 15 s.
+herald_stop() {
+    if [ -n "$HERALD_PID" ]; then
+        kill -TERM "$HERALD_PID" 2>/dev/null || true
+        for _ in $(seq 150); do
+            kill -0 "$HERALD_PID" 2>/dev/null || break
+            sleep 0.1
+        done
+        kill -KILL "$HERALD_PID" 2>/dev/null || true
+        wait "$HERALD_PID" 2>/dev/null || true
+        HERALD_PID=""
+    fi
+}
+
+# herald's resident set in KiB.
+herald_rss_kb() {
+    awk '/^VmRSS:/ {print $2}' "/proc/$HERALD_PID/status"
+}
+
+# herald's user + system CPU time in clock ticks.
+herald_cpu_ticks() {
+    # Field 2 (comm) may hold spaces; count from after its closing parenthesis.
+    sed 's/.*) //' "/proc/$HERALD_PID/stat" | awk '{print $12 + $13}'
+}
+
+now_ns() {
+    date +%s%N
+}
+
+# CPU share (percent of one core) between two tick counts over two now_ns stamps.
+cpu_pct() { # ticks0 ticks1 ns0 ns1
+    awk -v t0="$1" -v t1="$2" -v n0="$3" -v n1="$4" -v hz="$CLK_TCK" \
+        'BEGIN { w = (n1 - n0) / 1e9; printf "%.0f", (w > 0 ? 100 * (t1 - t0) / hz / w : 0) }'
+}
+
+# Reads one value from a loadgen JSON document: json_get FILE 'd["delivery"]["per_s"]'.
+json_get() {
+    /usr/bin/python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print($2)" "$1"
+}
+
+# Prints the herald figures of a run: RSS before and after, CPU over the run.
+herald_report() { # rss0_kb ticks0 ns0
+    local rss1 ticks1 ns1
+    rss1=$(herald_rss_kb)
+    ticks1=$(herald_cpu_ticks)
+    ns1=$(now_ns)
+    printf 'herald            pid %s, RSS %s KiB before, %s KiB after; CPU %s%% of a core during the run\n' \
+        "$HERALD_PID" "$1" "$rss1" "$(cpu_pct "$2" "$ticks1" "$3" "$ns1")"
+}

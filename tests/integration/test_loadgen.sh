@@ -1,0 +1,194 @@
+#!/usr/bin/env bash
+# test_loadgen: herald-loadgen against a real herald for a few seconds with a small fleet.
+#
+#   1. 50 idle + 10 active clients, all on one broadcast channel, 100 publishes/s in total for
+#      3 s: exactly 300 publishes, each delivered to all 60 subscribers (18,000 deliveries), no
+#      loss, no duplicate, ordered and plausible percentiles, JSON that parses, exit status 0.
+#   2. per-user pattern for 1 s: every publish reaches exactly one client.
+#   3. --max-p99 0.001ms and --max-loss 0: the SLO check trips, exit status 1.
+#   4. --publish-via http (POST /api/publish with the API key): the same exact counts.
+#   5. herald stopped: the same port refuses; exit status 3 with ECONNREFUSED counted.
+#   6. a non-loopback --host is refused before anything is sent: exit status 2.
+#   7. herald checking tokens: loadgen's signed tokens pass with the right --secret; with a
+#      wrong one every handshake is refused (UNAUTHORIZED) and the run fails with status 3.
+#
+# herald runs on free loopback ports (port 0; the ev=listening line names them)
+# and is stopped by PID. Usage: test_loadgen.sh HERALD LOADGEN
+set -euo pipefail
+herald=$1
+loadgen=$2
+py=/usr/bin/python3
+work=$(mktemp -d "${TMPDIR:-/tmp}/test_loadgen.XXXXXX")
+pid=""
+
+stop_herald() {
+    if [ -n "$pid" ]; then
+        kill -TERM "$pid" 2>/dev/null || true
+        wait "$pid" 2>/dev/null || true
+        pid=""
+    fi
+}
+cleanup() {
+    stop_herald
+    rm -rf "$work"
+}
+trap cleanup EXIT
+
+fail() {
+    echo "FAIL: $*" >&2
+    # A sanitizer report is long: show all of loadgen's stderr, the end of herald's log.
+    [ -f "$work/herald.log" ] && { echo "--- herald.log" >&2; tail -20 "$work/herald.log" >&2; }
+    [ -f "$work/run.err" ] && { echo "--- run.err" >&2; head -300 "$work/run.err" >&2; }
+    exit 1
+}
+
+# Starts herald with the given flags and reads its listening line through a FIFO: no
+# sleeping, and a 20 s bound. Sets pid and port.
+start_herald() {
+    rm -f "$work/herald.fifo"
+    mkfifo "$work/herald.fifo"
+    "$herald" --listen 127.0.0.1:0 --admin 127.0.0.1:0 --io-threads 2 "$@" \
+        2>"$work/herald.fifo" &
+    pid=$!
+    exec 3<"$work/herald.fifo"
+    port=""
+    while IFS= read -r -t 20 line <&3; do
+        echo "$line" >>"$work/herald.log"
+        if [[ $line =~ ev=listening.*[[:space:]]port=([0-9]+)[[:space:]]admin_port=([0-9]+) ]]; then
+            port=${BASH_REMATCH[1]}
+            admin_port=${BASH_REMATCH[2]}
+            break
+        fi
+    done
+    cat <&3 >>"$work/herald.log" &
+    exec 3<&-
+    [ -n "$port" ] || fail "herald did not print ev=listening port=N admin_port=M"
+}
+
+api_key="loadgen-test-api-key-0123456789"
+start_herald --insecure --api-key "$api_key"
+echo "herald pid $pid on 127.0.0.1:$port"
+
+# Checks a JSON result with Python assertions; prints the first broken one.
+check_json() { # file, python statements using d
+    "$py" - "$1" "$2" <<'EOF' || fail "JSON check failed for $1"
+import json, sys
+d = json.load(open(sys.argv[1]))
+try:
+    exec(sys.argv[2], {"d": d})
+except AssertionError as e:
+    print("assertion failed:", e, file=sys.stderr)
+    print(json.dumps(d, indent=1), file=sys.stderr)
+    sys.exit(1)
+EOF
+}
+
+# 1. Exact broadcast counts.
+rc=0
+"$loadgen" --port "$port" --insecure --idle 50 --active 10 --idle-shared --pattern broadcast \
+    --total-rate 100 --duration 3 --threads 2 --progress plain --json "$work/run.json" \
+    >"$work/run.txt" 2>"$work/run.err" || rc=$?
+[ "$rc" -eq 0 ] || fail "broadcast run exited $rc"
+grep -q '^herald-loadgen summary' "$work/run.txt" || fail "no summary table on stdout"
+[ "$(grep -c '^\[' "$work/run.err")" -ge 2 ] || fail "fewer than 2 progress lines"
+check_json "$work/run.json" '
+c, p, dl, lat = d["clients"], d["publish"], d["delivery"], d["latency_ms"]
+assert c["total"] == 60 and c["ready_at_start"] == 60, c
+assert d["connect"]["failures"] == 0, d["connect"]
+assert d["disconnects"]["total"] == 0, d["disconnects"]
+assert d["errors"]["total"] == 0, d["errors"]
+# A loop stalled for over a second skips publishes (counted): the sum stays exact.
+assert p["scheduled"] == 300 and p["sent"] + p["skipped"] == 300, p
+assert p["ok"] == p["sent"] and p["errors"] == 0 and p["unready"] == 0, p
+assert dl["deliveries"] == p["ok"] * 60 and dl["expected"] == p["ok"] * 60, dl
+assert dl["expected_exact"] and dl["drained"], dl
+assert dl["missing"] == 0 and dl["duplicates"] == 0 and dl["lost"] == 0, dl
+assert dl["loss_pct"] == 0 and dl["foreign"] == 0, dl
+assert lat["count"] == dl["deliveries"], lat
+assert 0 < lat["min"] <= lat["p50"] <= lat["p90"] <= lat["p99"] <= lat["p999"] <= lat["max"] < 1000, lat
+assert d["slo"]["ok"] and not d["failed"] and not d["interrupted"], d["slo"]
+'
+echo "ok 1 broadcast: 300 publishes x 60 subscribers, every delivery made, no loss"
+
+# 2. per-user: one recipient per publish.
+rc=0
+"$loadgen" --port "$port" --insecure --idle 20 --active 5 --pattern per-user --total-rate 50 \
+    --duration 1 --progress none --quiet --json "$work/user.json" 2>"$work/run.err" || rc=$?
+[ "$rc" -eq 0 ] || fail "per-user run exited $rc"
+check_json "$work/user.json" '
+p, dl = d["publish"], d["delivery"]
+assert p["scheduled"] == 50 and p["ok"] + p["skipped"] == 50 and p["ok"] == p["sent"], p
+assert dl["deliveries"] == p["ok"] and dl["expected"] == p["ok"] and dl["lost"] == 0, dl
+assert dl["missing"] == 0 and dl["duplicates"] == 0, dl
+'
+echo "ok 2 per-user: one delivery per publish"
+
+# 3. Thresholds below what any run measures trip the exit status.
+rc=0
+"$loadgen" --port "$port" --insecure --idle 10 --active 5 --idle-shared --total-rate 50 \
+    --duration 1 --progress none --quiet --max-p99 0.001ms --max-loss 0 \
+    --json "$work/slo.json" 2>"$work/run.err" || rc=$?
+[ "$rc" -eq 1 ] || fail "SLO run exited $rc, want 1"
+grep -q 'SLO broken: p99 latency' "$work/run.err" || fail "no 'SLO broken' line"
+check_json "$work/slo.json" '
+assert d["slo"]["ok"] is False and d["slo"]["max_p99_ms"] == 0.001, d["slo"]
+assert d["delivery"]["lost"] == 0 and d["latency_ms"]["p99"] > 0.001, d["delivery"]
+'
+echo "ok 3 --max-p99 0.001ms: exit status 1"
+
+# 4. --publish-via http: the same exact counts through POST /api/publish.
+rc=0
+"$loadgen" --port "$port" --insecure --publish-via http --admin-port "$admin_port" \
+    --api-key "$api_key" --idle 20 --active 4 --idle-shared --total-rate 50 --duration 1 \
+    --progress none --quiet --json "$work/http.json" 2>"$work/run.err" || rc=$?
+[ "$rc" -eq 0 ] || fail "http run exited $rc"
+check_json "$work/http.json" '
+p, dl = d["publish"], d["delivery"]
+assert d["config"]["publish_via"] == "http", d["config"]
+assert p["scheduled"] == 50 and p["sent"] + p["skipped"] == 50 and p["ok"] == p["sent"], p
+assert dl["deliveries"] == p["ok"] * 24 and dl["expected"] == dl["deliveries"] > 0, dl
+assert dl["lost"] == 0 and dl["missing"] == 0 and dl["duplicates"] == 0, dl
+'
+echo "ok 4 --publish-via http: every delivery made"
+
+# 5. Nothing listens any more: every connect is refused, the run fails with status 3.
+stop_herald
+rc=0
+"$loadgen" --port "$port" --insecure --idle 5 --ramp-timeout 1 --progress none --quiet \
+    --json "$work/dead.json" 2>"$work/run.err" || rc=$?
+[ "$rc" -eq 3 ] || fail "run against a stopped herald exited $rc, want 3"
+check_json "$work/dead.json" '
+assert d["failed"] is True and d["clients"]["ready_at_start"] == 0, d
+assert d["connect"]["failures_by_reason"].get("ECONNREFUSED", 0) >= 5, d["connect"]
+'
+echo "ok 5 stopped herald: exit status 3, ECONNREFUSED counted"
+
+# 6. Only loopback targets.
+rc=0
+"$loadgen" --host 192.0.2.1 --insecure --idle 1 --progress none 2>"$work/run.err" || rc=$?
+[ "$rc" -eq 2 ] || fail "non-loopback host exited $rc, want 2"
+grep -q 'not a loopback address' "$work/run.err" || fail "no loopback refusal message"
+echo "ok 6 non-loopback --host refused: exit status 2"
+
+# 7. Signed tokens against a herald that verifies them.
+secret="loadgen-test-secret-0123456789"
+start_herald --secret "$secret"
+rc=0
+"$loadgen" --port "$port" --secret "$secret" --idle 5 --active 2 --total-rate 20 --duration 1 \
+    --progress none --quiet --json "$work/signed.json" 2>"$work/run.err" || rc=$?
+[ "$rc" -eq 0 ] || fail "signed-token run exited $rc"
+check_json "$work/signed.json" '
+assert d["clients"]["ready_at_start"] == 7 and d["connect"]["failures"] == 0, d["connect"]
+assert d["delivery"]["deliveries"] == d["publish"]["ok"] * 2 > 0, d["delivery"]
+'
+rc=0
+"$loadgen" --port "$port" --secret wrong-secret-0123456789 --idle 3 --ramp-timeout 1 \
+    --progress none --quiet --json "$work/bad.json" 2>"$work/run.err" || rc=$?
+[ "$rc" -eq 3 ] || fail "wrong-secret run exited $rc, want 3"
+check_json "$work/bad.json" '
+why = d["connect"]["failures_by_reason"]
+assert d["connect"]["handshakes"] == 0 and why.get("UNAUTHORIZED", 0) >= 3, d["connect"]
+assert sum(why.values()) == d["connect"]["failures"], d["connect"]
+'
+stop_herald
+echo "ok 7 signed tokens accepted; a wrong secret is refused (UNAUTHORIZED), exit status 3"

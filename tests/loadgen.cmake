@@ -1,0 +1,17 @@
+# loadgen: the receive fast path (unit) and herald-loadgen against a real herald (integration).
+# Included by tests/CMakeLists.txt after gateway/ and loadgen/ declared their targets.
+if(TARGET herald-loadgen AND EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_lg_wire.c)
+    herald_test(test_lg_wire SOURCES unit/test_lg_wire.c ${PROJECT_SOURCE_DIR}/loadgen/lg_wire.c
+                LIBS proto LABELS unit)
+    target_include_directories(test_lg_wire PRIVATE ${PROJECT_SOURCE_DIR}/loadgen)
+endif()
+
+# The integration test needs both programs; herald exists once gateway/main.c does.
+if(TARGET herald AND TARGET herald-loadgen
+   AND EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/integration/test_loadgen.sh)
+    add_test(NAME test_loadgen
+             COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/integration/test_loadgen.sh
+                     $<TARGET_FILE:herald> $<TARGET_FILE:herald-loadgen>)
+    set_tests_properties(test_loadgen PROPERTIES TIMEOUT 120 LABELS "integration;threaded"
+        ENVIRONMENT "UBSAN_OPTIONS=print_stacktrace=1 halt_on_error=1;ASAN_OPTIONS=detect_leaks=1")
+endif()
