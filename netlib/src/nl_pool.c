@@ -1,0 +1,797 @@
+/*
+ * nl_pool: bounded worker pool with write-back to loops (see nl_pool.h). Design, and why:
+ *
+ * - The queue is a bounded MPMC ring with a sequence number per slot (Dmitry Vyukov's design,
+ *   written from its description). A producer claims pos with one CAS on enq_pos when
+ *   slot.seq == pos, fills the slot and publishes seq = pos + 1; a worker claims it with one
+ *   CAS on deq_pos when seq == pos + 1, copies the job out and frees the slot with seq = pos +
+ *   capacity. No lock, so a producer preempted mid-submit stalls nobody, which is what sinks a
+ *   mutex queue when threads outnumber the 2 cores. One slot per cache line: no false sharing.
+ *   The index is pos modulo capacity (a mask for powers of two): the capacity is exact.
+ *
+ * - Shutdown sets bit 63 of enq_pos (POS_CLOSED): every later CAS fails on it, and the value
+ *   before the bit is the exact count of accepted tasks, which workers (drain) or the shutting
+ *   thread (discard) consume up to.
+ *
+ * - One idle worker spins briefly; the others park on a futex eventcount: parked++, read
+ *   epoch, re-check the ring, futex_wait(epoch). A producer wakes one only when some are
+ *   parked, none spins and no wake-up is already on its way: no system call per submit when
+ *   busy. Lost wake-ups are ruled out Dekker-style: the producer publishes with a seq_cst
+ *   exchange then loads parked; the worker increments parked, fences, re-checks the ring; one
+ *   must see the other. NL_POOL_WAIT submitters wait the same way on full_waiters/full_epoch.
+ *
+ * - Counters live where they are written: enq_pos is the submitted count; per-worker counts
+ *   and histograms are written by their worker only (nl_hist_record_local) and summed by
+ *   readers; rare events are relaxed atomics. Nothing on the submit/run path takes a lock.
+ *
+ * - A loop-bound completion needs (done, arg, status) behind nl_loop_post's one pointer: a
+ *   32-byte record malloc'd by the submit and freed by comp_run, normally both on the same
+ *   loop thread, where glibc's per-thread cache serves it without a shared cache line. A
+ *   pool-wide free list was tried first and dropped: two contended atomics per completion, and
+ *   a reference count to outlive nl_pool_free (completions may still sit in a loop's queue).
+ *
+ * - The mutex guards thread bookkeeping (start, retire, join) and the shutdown state only; no
+ *   task or callback runs under it.
+ */
+#include "netlib/nl_pool.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdalign.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "netlib/nl_common.h"
+#include "netlib/nl_log.h"
+
+#define POOL_MAX_THREADS 1024u
+#define POOL_MAX_CAPACITY (1u << 30)
+#define POOL_DEFAULT_CAPACITY 1024u
+#define POOL_DEFAULT_KEEPALIVE_MS 10000u
+#define POS_CLOSED (UINT64_C(1) << 63)
+#define CACHE_LINE 64
+/* How long the one spinning worker polls the ring before it parks. bench_pool on the shared
+ * 2-core VM: 20 us made things worse (two busy threads per 2 CPUs; CFS then delays the spinner
+ * by whole time slices, p50 went from 3 us to ms at 50k tasks/s), 0-2 us were alike; 2 us
+ * still saves the futex round trip when tasks come in quick succession. */
+#define SPIN_NS 2000
+#define WAIT_FOREVER UINT64_MAX
+
+enum { WORKER_EMPTY = 0, WORKER_RUNNING, WORKER_EXITED, WORKER_JOINING };
+
+/* What a loop-bound completion needs once the worker is done with the job. */
+typedef struct pool_comp_s {
+    nl_pool_done_cb done;
+    void *arg;
+    nl_loop_t *loop;
+    int status;
+} pool_comp_t;
+
+/* A task as the ring stores it. comp is set when done runs on a loop (done/arg are in it). */
+typedef struct pool_job_s {
+    nl_pool_work_cb work;
+    void *arg;
+    nl_pool_done_cb done;
+    pool_comp_t *comp;
+    uint64_t enqueue_ns;
+} pool_job_t;
+
+typedef struct pool_slot_s {
+    alignas(CACHE_LINE) _Atomic uint64_t seq;
+    pool_job_t job;
+} pool_slot_t;
+
+/* One per possible thread. The histograms and counters are written by the thread occupying
+ * the slot only; a later thread reusing the slot is ordered after it by the lock and join. */
+typedef struct pool_worker_s {
+    alignas(CACHE_LINE) nl_hist_t wait_ns;
+    nl_hist_t run_ns;
+    _Atomic uint64_t completed;
+    _Atomic uint32_t is_busy;
+    int state; /* WORKER_*, guarded by pool->lock */
+    unsigned index;
+    pthread_t thread;
+    nl_pool_t *pool;
+} pool_worker_t;
+
+struct nl_pool_s {
+    /* Read-only after nl_pool_new. */
+    alignas(CACHE_LINE) pool_slot_t *slots;
+    uint64_t capacity;
+    uint64_t mask; /* capacity - 1 when capacity is a power of two, else 0 */
+    uint32_t core_threads;
+    uint32_t max_threads;
+    uint64_t keepalive_ns;
+    pool_worker_t *workers;
+    char name[16];
+
+    alignas(CACHE_LINE) _Atomic uint64_t enq_pos; /* | POS_CLOSED once shutdown began */
+    _Atomic uint64_t deq_hint; /* a past value of deq_pos, for the high-water mark */
+    alignas(CACHE_LINE) _Atomic uint64_t deq_pos;
+
+    /* Read by every submit and job: written only when workers park or wake, or threads come
+     * and go. The flags written on every idle spell live on the next line: sharing this one
+     * made each submit miss in cache while a worker went idle between tasks. */
+    alignas(CACHE_LINE) _Atomic uint32_t parked;
+    _Atomic uint32_t epoch;     /* futex word for parked workers */
+    _Atomic uint32_t is_waking; /* a wake-up is on its way to a parked worker */
+    _Atomic uint32_t nthreads;
+    _Atomic uint32_t is_discarding;
+    alignas(CACHE_LINE) _Atomic uint32_t spinning; /* an idle worker spins: it takes the next */
+    _Atomic uint32_t idle; /* workers spinning or parked (only kept when bursts are possible) */
+    /* Read by every worker after each job. */
+    alignas(CACHE_LINE) _Atomic uint32_t full_waiters;
+    _Atomic uint32_t full_epoch; /* futex word for NL_POOL_WAIT submitters */
+
+    /* Rare events. */
+    alignas(CACHE_LINE) _Atomic uint64_t hwm;
+    _Atomic uint64_t rejected;
+    _Atomic uint64_t ran_in_caller;
+    _Atomic uint64_t cancelled;
+    _Atomic uint64_t started;
+    _Atomic uint64_t retired;
+
+    pthread_mutex_t lock; /* guards: workers[].state, is_shutting, is_shut, is_spawn_failing */
+    pthread_cond_t shut_cond;
+    bool is_shutting;
+    bool is_shut;
+    bool is_spawn_failing; /* log a failing pthread_create once per episode */
+};
+
+/* The pool the calling thread works for, so shutdown from a worker aborts instead of
+ * deadlocking on its own join. */
+static _Thread_local const nl_pool_t *tls_worker_of;
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#else
+    atomic_signal_fence(memory_order_seq_cst);
+#endif
+}
+
+/* --- futex ---------------------------------------------------------------------------- */
+
+/* Sleeps while *word == expect, at most timeout_ns (WAIT_FOREVER: no limit). Returns 0 when
+ * woken, when the word had already changed or on a signal; -ETIMEDOUT when the time ran out. */
+static int futex_wait(_Atomic uint32_t *word, uint32_t expect, uint64_t timeout_ns)
+{
+    struct timespec ts = {(time_t)(timeout_ns / 1000000000u), (long)(timeout_ns % 1000000000u)};
+    /* _Atomic uint32_t has uint32_t's size and representation on Linux, as futex needs. */
+    long rc = syscall(SYS_futex, (uint32_t *)word, FUTEX_WAIT_PRIVATE, expect,
+                      timeout_ns == WAIT_FOREVER ? NULL : &ts, NULL, 0);
+    return rc < 0 && errno == ETIMEDOUT ? -ETIMEDOUT : 0;
+}
+
+/* Bumps the epoch, so a waiter that read the old value cannot fall asleep, and wakes n. */
+static void futex_signal(_Atomic uint32_t *word, int n)
+{
+    atomic_fetch_add_explicit(word, 1, memory_order_seq_cst);
+    syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE_PRIVATE, n, NULL, NULL, 0);
+}
+
+/* --- ring ----------------------------------------------------------------------------- */
+
+static inline pool_slot_t *ring_slot(const nl_pool_t *pool, uint64_t pos)
+{
+    uint64_t i = pool->mask ? (pos & pool->mask) : (pos % pool->capacity);
+    return &pool->slots[i];
+}
+
+/* Claims the next position and publishes job there. Returns 0 with *pos_out set; -EAGAIN when
+ * full; -ESHUTDOWN when closed. */
+static int ring_push(nl_pool_t *pool, const pool_job_t *job, uint64_t *pos_out)
+{
+    uint64_t pos = atomic_load_explicit(&pool->enq_pos, memory_order_relaxed);
+    pool_slot_t *slot;
+    for (;;) {
+        if (pos & POS_CLOSED)
+            return -ESHUTDOWN;
+        slot = ring_slot(pool, pos);
+        uint64_t seq = atomic_load_explicit(&slot->seq, memory_order_acquire);
+        int64_t dif = (int64_t)(seq - pos);
+        if (dif == 0) {
+            if (atomic_compare_exchange_weak_explicit(&pool->enq_pos, &pos, pos + 1,
+                                                      memory_order_relaxed, memory_order_relaxed))
+                break;
+        } else if (dif < 0) {
+            /* The slot still holds the task from one lap ago (or a worker is copying it). */
+            return -EAGAIN;
+        } else {
+            pos = atomic_load_explicit(&pool->enq_pos, memory_order_relaxed);
+        }
+    }
+    slot->job = *job;
+    /* seq_cst exchange rather than a release store: it also orders this publish before the
+     * caller's load of `parked` (see the file comment). */
+    atomic_exchange_explicit(&slot->seq, pos + 1, memory_order_seq_cst);
+    *pos_out = pos;
+    return 0;
+}
+
+/* Takes the oldest published job. Returns false when there is none (or the oldest position is
+ * claimed but not yet published by its producer). */
+static bool ring_pop(nl_pool_t *pool, pool_job_t *out)
+{
+    uint64_t pos = atomic_load_explicit(&pool->deq_pos, memory_order_relaxed);
+    pool_slot_t *slot;
+    for (;;) {
+        slot = ring_slot(pool, pos);
+        uint64_t seq = atomic_load_explicit(&slot->seq, memory_order_acquire);
+        int64_t dif = (int64_t)(seq - (pos + 1));
+        if (dif == 0) {
+            if (atomic_compare_exchange_weak_explicit(&pool->deq_pos, &pos, pos + 1,
+                                                      memory_order_relaxed, memory_order_relaxed))
+                break;
+        } else if (dif < 0) {
+            return false;
+        } else {
+            pos = atomic_load_explicit(&pool->deq_pos, memory_order_relaxed);
+        }
+    }
+    *out = slot->job;
+    /* Exchange for the same reason as in ring_push: ordered before the full_waiters load. */
+    atomic_exchange_explicit(&slot->seq, pos + pool->capacity, memory_order_seq_cst);
+    if (atomic_load_explicit(&pool->full_waiters, memory_order_seq_cst) > 0)
+        futex_signal(&pool->full_epoch, 1);
+    return true;
+}
+
+/* True when a published job waits at the head of the ring. */
+static bool ring_peek(const nl_pool_t *pool)
+{
+    uint64_t pos = atomic_load_explicit(&pool->deq_pos, memory_order_relaxed);
+    const pool_slot_t *slot = ring_slot(pool, pos);
+    return atomic_load_explicit(&slot->seq, memory_order_acquire) == pos + 1;
+}
+
+/* --- completions ---------------------------------------------------------------------- */
+
+/* Runs on the loop's thread, from its post queue. */
+static void comp_run(void *p)
+{
+    pool_comp_t *c = p;
+    nl_pool_done_cb done = c->done;
+    void *arg = c->arg;
+    int status = c->status;
+    free(c);
+    done(arg, status);
+}
+
+/* Hands the job's completion on: posted to its loop, or run here when it has none. */
+static void job_finish(const pool_job_t *job, int status)
+{
+    if (job->comp) {
+        job->comp->status = status;
+        int err = nl_loop_post(job->comp->loop, comp_run, job->comp);
+        /* Only ENOMEM growing the loop's post array can fail this. Dropping the completion
+         * would break the exactly-once promise and leak the caller's request, so it is fatal. */
+        NL_ASSERT(err == 0);
+    } else if (job->done) {
+        job->done(job->arg, status);
+    }
+}
+
+/* --- threads ---------------------------------------------------------------------------- */
+
+static void *worker_main(void *p);
+
+/* Starts one worker in a free slot, joining a retired thread's slot first if need be.
+ * Returns 0, -EAGAIN when every slot is in use, or -errno from pthread_create. Lock held. */
+static int spawn_locked(nl_pool_t *pool)
+{
+    pool_worker_t *w = NULL;
+    for (uint32_t i = 0; i < pool->max_threads && !w; i++) {
+        pool_worker_t *c = &pool->workers[i];
+        if (c->state == WORKER_EXITED) {
+            /* It set EXITED under this lock and needs it no more: the join is short. */
+            pthread_join(c->thread, NULL);
+            c->state = WORKER_EMPTY;
+        }
+        if (c->state == WORKER_EMPTY)
+            w = c;
+    }
+    if (!w)
+        return -EAGAIN;
+    w->state = WORKER_RUNNING;
+    atomic_fetch_add_explicit(&pool->nthreads, 1, memory_order_seq_cst);
+    int rc = pthread_create(&w->thread, NULL, worker_main, w);
+    if (rc != 0) {
+        w->state = WORKER_EMPTY;
+        atomic_fetch_sub_explicit(&pool->nthreads, 1, memory_order_seq_cst);
+        return -rc;
+    }
+    atomic_fetch_add_explicit(&pool->started, 1, memory_order_relaxed);
+    return 0;
+}
+
+/* Called after a submit. Starts a burst worker when there is room and the task just queued
+ * has no idle worker to take it: every worker is inside a task. The submitting thread pays
+ * for pthread_create (tens of us), once per burst thread. */
+static void pool_maybe_grow(nl_pool_t *pool)
+{
+    uint32_t n = atomic_load_explicit(&pool->nthreads, memory_order_relaxed);
+    if (n >= pool->max_threads || atomic_load_explicit(&pool->idle, memory_order_relaxed) > 0)
+        return;
+    pthread_mutex_lock(&pool->lock);
+    if (!pool->is_shutting &&
+        atomic_load_explicit(&pool->nthreads, memory_order_relaxed) < pool->max_threads) {
+        int err = spawn_locked(pool);
+        if (err < 0 && !pool->is_spawn_failing)
+            NL_LOG(NL_WARN, "pool_spawn_failed", "pool=%s err=%s", pool->name, nl_strerror(err));
+        pool->is_spawn_failing = err < 0;
+    }
+    pthread_mutex_unlock(&pool->lock);
+}
+
+/* A burst worker idle for keepalive_ns leaves, unless that would go below core_threads or a
+ * task is waiting. parked was just decremented (seq_cst); the fence makes the ring check see
+ * any task whose producer still counted this worker as parked (and so may have woken nobody). */
+static bool worker_try_retire(nl_pool_t *pool, pool_worker_t *w)
+{
+    bool is_retired = false;
+    pthread_mutex_lock(&pool->lock);
+    atomic_thread_fence(memory_order_seq_cst);
+    if (!pool->is_shutting && !ring_peek(pool) &&
+        atomic_load_explicit(&pool->nthreads, memory_order_relaxed) > pool->core_threads) {
+        atomic_fetch_sub_explicit(&pool->nthreads, 1, memory_order_seq_cst);
+        atomic_fetch_add_explicit(&pool->retired, 1, memory_order_relaxed);
+        w->state = WORKER_EXITED;
+        is_retired = true;
+    }
+    pthread_mutex_unlock(&pool->lock);
+    return is_retired;
+}
+
+/*
+ * Wakes one parked worker unless none is parked or a wake-up is on its way. Without is_waking,
+ * each submit made while the woken worker is still being scheduled (tens of us on a busy
+ * machine) would make its own futex call: measured, that storm cost 10x in throughput. A
+ * parker clears the flag after reading epoch (and on leaving), so a flag it did not clear
+ * comes with an epoch bump it has not read: its futex_wait cannot sleep through it.
+ */
+static void pool_wake_one(nl_pool_t *pool)
+{
+    /* A spinning worker will take the task; see worker_spin for why skipping is safe. */
+    if (atomic_load_explicit(&pool->parked, memory_order_seq_cst) == 0 ||
+        atomic_load_explicit(&pool->spinning, memory_order_seq_cst) != 0 ||
+        atomic_load_explicit(&pool->is_waking, memory_order_seq_cst) != 0 ||
+        atomic_exchange_explicit(&pool->is_waking, 1, memory_order_seq_cst) != 0)
+        return;
+    futex_signal(&pool->epoch, 1);
+}
+
+/* Polls the ring for up to SPIN_NS. Only one idle worker spins at a time (the others park at
+ * once), so idle workers never take more than one CPU from the producers on a small machine;
+ * while it spins, producers skip the wake-up (pool_wake_one): it will take the task. It stops
+ * spinning (seq_cst) before it counts itself parked and re-checks the ring, so a producer that
+ * saw it spinning cannot leave a task behind. Returns true when a task showed up. */
+static bool worker_spin(nl_pool_t *pool)
+{
+    uint32_t none = 0;
+    if (!atomic_compare_exchange_strong_explicit(&pool->spinning, &none, 1, memory_order_seq_cst,
+                                                 memory_order_relaxed))
+        return false;
+    bool is_found = false;
+    uint64_t deadline_ns = nl_now_ns() + SPIN_NS;
+    for (unsigned i = 1; !is_found; i++) {
+        cpu_relax();
+        is_found = ring_peek(pool);
+        if (!is_found && (i & 31) == 0 && nl_now_ns() >= deadline_ns)
+            break;
+    }
+    atomic_store_explicit(&pool->spinning, 0, memory_order_seq_cst);
+    return is_found;
+}
+
+/* Parks until a task is submitted, shutdown begins, or (for a burst worker) keepalive passes.
+ * Returns true when the worker must exit. */
+static bool worker_park(nl_pool_t *pool, pool_worker_t *w)
+{
+    /* Exit once shutdown began and every accepted task has been taken. */
+    uint64_t enq = atomic_load_explicit(&pool->enq_pos, memory_order_seq_cst);
+    if ((enq & POS_CLOSED) &&
+        atomic_load_explicit(&pool->deq_pos, memory_order_seq_cst) >= (enq & ~POS_CLOSED))
+        return true;
+    uint32_t n = atomic_load_explicit(&pool->nthreads, memory_order_relaxed);
+    uint64_t timeout_ns = n > pool->core_threads ? pool->keepalive_ns : WAIT_FOREVER;
+    atomic_fetch_add_explicit(&pool->parked, 1, memory_order_seq_cst);
+    uint32_t e = atomic_load_explicit(&pool->epoch, memory_order_seq_cst);
+    /* Cleared after reading epoch, never before: a producer preempted between its push and
+     * its wake-up could otherwise set the flag after the clear, bump an epoch already read
+     * here (for a task this worker took before parking) and leave the flag set with this
+     * worker asleep: every later wake-up suppressed. bench_pool hung on that once. */
+    atomic_store_explicit(&pool->is_waking, 0, memory_order_seq_cst);
+    atomic_thread_fence(memory_order_seq_cst);
+    /* A closed pool with tasks still unpublished: do not sleep, their producers are mid-way. */
+    bool is_closed = atomic_load_explicit(&pool->enq_pos, memory_order_seq_cst) & POS_CLOSED;
+    bool has_work = ring_peek(pool);
+    int rc = has_work || is_closed ? 0 : futex_wait(&pool->epoch, e, timeout_ns);
+    atomic_fetch_sub_explicit(&pool->parked, 1, memory_order_seq_cst);
+    atomic_store_explicit(&pool->is_waking, 0, memory_order_seq_cst);
+    if (is_closed && !has_work)
+        sched_yield(); /* lets a descheduled producer publish what it claimed */
+    if (rc == -ETIMEDOUT)
+        return worker_try_retire(pool, w);
+    return false;
+}
+
+/* Runs one job taken off the ring at start_ns. */
+static void worker_run(pool_worker_t *w, const pool_job_t *job, uint64_t start_ns)
+{
+    atomic_store_explicit(&w->is_busy, 1, memory_order_relaxed);
+    /* The producer read the clock on another CPU; CLOCK_MONOTONIC is system-wide, so this is
+     * not negative, but guard anyway rather than record 2^64. */
+    nl_hist_record_local(&w->wait_ns, start_ns > job->enqueue_ns ? start_ns - job->enqueue_ns : 0);
+    job_finish(job, job->work(job->arg));
+    uint64_t done = atomic_load_explicit(&w->completed, memory_order_relaxed);
+    atomic_store_explicit(&w->completed, done + 1, memory_order_relaxed);
+    atomic_store_explicit(&w->is_busy, 0, memory_order_relaxed);
+}
+
+/* Records the run time of the job started at *since_ns (0: none pending) as ending at now_ns. */
+static void worker_close_run(pool_worker_t *w, uint64_t *since_ns, uint64_t now_ns)
+{
+    if (*since_ns)
+        nl_hist_record_local(&w->run_ns, now_ns - *since_ns);
+    *since_ns = 0;
+}
+
+static void *worker_main(void *p)
+{
+    pool_worker_t *w = p;
+    nl_pool_t *pool = w->pool;
+    tls_worker_of = pool;
+    char name[16];
+    snprintf(name, sizeof(name), "%.10s-%u", pool->name, w->index);
+    pthread_setname_np(pthread_self(), name);
+    pool_job_t job;
+    /* One clock read per job: the start of a job is the end of the one before (clock reads
+     * cost ~70 ns in this VM, as much as the rest of the hand-off). An idle spell or exit
+     * reads the clock to close the last run. */
+    uint64_t since_ns = 0;
+    for (;;) {
+        if (atomic_load_explicit(&pool->is_discarding, memory_order_relaxed))
+            break;
+        if (ring_pop(pool, &job)) {
+            uint64_t now_ns = nl_now_ns();
+            worker_close_run(w, &since_ns, now_ns);
+            since_ns = now_ns;
+            /* More work behind this job: hand the wake-up on, so a burst fans out over the
+             * parked workers without costing the producers a system call each. */
+            if (atomic_load_explicit(&pool->parked, memory_order_relaxed) && ring_peek(pool))
+                pool_wake_one(pool);
+            worker_run(w, &job, now_ns);
+            continue;
+        }
+        worker_close_run(w, &since_ns, nl_now_ns());
+        /* Counted idle while spinning and parked, for pool_maybe_grow (so only when burst
+         * threads are possible). Only busy-to-idle transitions pay for this increment. */
+        bool can_grow = pool->max_threads > pool->core_threads;
+        if (can_grow)
+            atomic_fetch_add_explicit(&pool->idle, 1, memory_order_relaxed);
+        bool is_exit = !worker_spin(pool) && worker_park(pool, w);
+        if (can_grow)
+            atomic_fetch_sub_explicit(&pool->idle, 1, memory_order_relaxed);
+        if (is_exit)
+            break;
+    }
+    worker_close_run(w, &since_ns, nl_now_ns());
+    return NULL;
+}
+
+/* --- submit ----------------------------------------------------------------------------- */
+
+/*
+ * Raises the high-water mark to the depth after the push at pos. Reading deq_pos on every
+ * submit would pull the workers' busiest cache line over (measured: two thirds of the submit's
+ * cost). deq_hint is an older deq_pos, so pos + 1 - deq_hint bounds the depth from above; only
+ * when that bound beats the mark is deq_pos read, and the hint refreshed. In a steady state that
+ * is once per `hwm` submits.
+ */
+static void pool_note_depth(nl_pool_t *pool, uint64_t pos)
+{
+    uint64_t hwm = atomic_load_explicit(&pool->hwm, memory_order_relaxed);
+    if (pos + 1 - atomic_load_explicit(&pool->deq_hint, memory_order_relaxed) <= hwm)
+        return;
+    uint64_t deq = atomic_load_explicit(&pool->deq_pos, memory_order_relaxed);
+    atomic_store_explicit(&pool->deq_hint, deq, memory_order_relaxed);
+    /* Workers may already have taken tasks queued after this one, hence the guard. */
+    uint64_t depth = pos + 1 > deq ? pos + 1 - deq : 0;
+    while (depth > hwm &&
+           !atomic_compare_exchange_weak_explicit(&pool->hwm, &hwm, depth, memory_order_relaxed,
+                                                  memory_order_relaxed)) {
+    }
+}
+
+/* Puts job in the ring and wakes a parked worker if there is one. Returns 0, -EAGAIN, or
+ * -ESHUTDOWN. */
+static int pool_enqueue(nl_pool_t *pool, pool_job_t *job)
+{
+    job->enqueue_ns = nl_now_ns();
+    uint64_t pos;
+    int err = ring_push(pool, job, &pos);
+    if (err < 0)
+        return err;
+    pool_wake_one(pool);
+    pool_note_depth(pool, pos);
+    if (pool->max_threads > pool->core_threads)
+        pool_maybe_grow(pool);
+    return 0;
+}
+
+/* NL_POOL_WAIT: retries until a worker frees a slot, shutdown begins, or the time is up. */
+static int pool_wait_enqueue(nl_pool_t *pool, pool_job_t *job, uint32_t timeout_ms)
+{
+    uint64_t deadline_ns = nl_now_ns() + (uint64_t)timeout_ms * 1000000u;
+    for (;;) {
+        atomic_fetch_add_explicit(&pool->full_waiters, 1, memory_order_seq_cst);
+        uint32_t e = atomic_load_explicit(&pool->full_epoch, memory_order_seq_cst);
+        atomic_thread_fence(memory_order_seq_cst);
+        int err = pool_enqueue(pool, job);
+        uint64_t now_ns = nl_now_ns();
+        if (err != -EAGAIN || now_ns >= deadline_ns) {
+            atomic_fetch_sub_explicit(&pool->full_waiters, 1, memory_order_seq_cst);
+            return err == -EAGAIN ? -ETIMEDOUT : err;
+        }
+        futex_wait(&pool->full_epoch, e, deadline_ns - now_ns);
+        atomic_fetch_sub_explicit(&pool->full_waiters, 1, memory_order_seq_cst);
+    }
+}
+
+/* The queue was full: apply the task's policy. */
+static int pool_when_full(nl_pool_t *pool, const nl_pool_task_t *task, pool_job_t *job)
+{
+    int err = -EAGAIN;
+    if (task->policy == NL_POOL_CALLER_RUNS) {
+        job_finish(job, task->work(task->arg));
+        atomic_fetch_add_explicit(&pool->ran_in_caller, 1, memory_order_relaxed);
+        return 0;
+    }
+    if (task->policy == NL_POOL_WAIT)
+        err = pool_wait_enqueue(pool, job, task->wait_timeout_ms);
+    if (err == -EAGAIN || err == -ETIMEDOUT)
+        atomic_fetch_add_explicit(&pool->rejected, 1, memory_order_relaxed);
+    return err;
+}
+
+int nl_pool_submit_ex(nl_pool_t *pool, const nl_pool_task_t *task)
+{
+    NL_ASSERT(task->work != NULL);
+    /* An IO loop must never block on the pool (DESIGN.md): asking to is a bug, caught even
+     * when the queue happens to have room. */
+    NL_ASSERT(task->policy != NL_POOL_WAIT || nl_loop_current() == NULL);
+    pool_job_t job = {.work = task->work, .arg = task->arg, .done = task->done};
+    if (task->done && task->loop) {
+        job.comp = malloc(sizeof(*job.comp));
+        if (!job.comp)
+            return -ENOMEM;
+        *job.comp = (pool_comp_t){.done = task->done, .arg = task->arg, .loop = task->loop};
+    }
+    int err = pool_enqueue(pool, &job);
+    if (err == -EAGAIN)
+        err = pool_when_full(pool, task, &job);
+    if (err < 0)
+        free(job.comp);
+    return err;
+}
+
+int nl_pool_submit(nl_pool_t *pool, nl_loop_t *loop, nl_pool_work_cb work, nl_pool_done_cb done,
+                   void *arg)
+{
+    nl_pool_task_t task = {.work = work, .done = done, .arg = arg, .loop = loop};
+    return nl_pool_submit_ex(pool, &task);
+}
+
+/* --- lifecycle -------------------------------------------------------------------------- */
+
+static int pool_check_opts(const nl_pool_opts_t *o, nl_pool_opts_t *out)
+{
+    *out = o ? *o : (nl_pool_opts_t){0};
+    if (out->core_threads == 0)
+        out->core_threads = 1;
+    if (out->max_threads == 0)
+        out->max_threads = out->core_threads;
+    if (out->keepalive_ms == 0)
+        out->keepalive_ms = POOL_DEFAULT_KEEPALIVE_MS;
+    if (out->queue_capacity == 0)
+        out->queue_capacity = POOL_DEFAULT_CAPACITY;
+    if (out->name == NULL)
+        out->name = "nl-pool";
+    if (out->max_threads < out->core_threads || out->max_threads > POOL_MAX_THREADS ||
+        out->queue_capacity > POOL_MAX_CAPACITY)
+        return -EINVAL;
+    return 0;
+}
+
+/* Zero-filled memory on cache-line boundaries; bytes is a multiple of CACHE_LINE. */
+static void *alloc_lines(size_t bytes)
+{
+    void *p = aligned_alloc(CACHE_LINE, bytes);
+    return p ? memset(p, 0, bytes) : NULL;
+}
+
+/* Allocates and sets up the pool from checked options; starts no thread. */
+static nl_pool_t *pool_alloc(const nl_pool_opts_t *o)
+{
+    nl_pool_t *pool = alloc_lines(sizeof(nl_pool_t));
+    if (!pool)
+        return NULL;
+    pool->slots = alloc_lines((size_t)o->queue_capacity * sizeof(pool_slot_t));
+    pool->workers = alloc_lines((size_t)o->max_threads * sizeof(pool_worker_t));
+    if (!pool->slots || !pool->workers) {
+        free(pool->slots);
+        free(pool->workers);
+        free(pool);
+        return NULL;
+    }
+    for (uint32_t i = 0; i < o->queue_capacity; i++)
+        atomic_init(&pool->slots[i].seq, i);
+    for (uint32_t i = 0; i < o->max_threads; i++) {
+        pool->workers[i].pool = pool;
+        pool->workers[i].index = i;
+    }
+    pool->capacity = o->queue_capacity;
+    pool->mask = (o->queue_capacity & (o->queue_capacity - 1)) == 0 ? o->queue_capacity - 1 : 0;
+    pool->core_threads = o->core_threads;
+    pool->max_threads = o->max_threads;
+    pool->keepalive_ns = (uint64_t)o->keepalive_ms * 1000000u;
+    snprintf(pool->name, sizeof(pool->name), "%s", o->name);
+    pthread_mutex_init(&pool->lock, NULL);
+    pthread_cond_init(&pool->shut_cond, NULL);
+    return pool;
+}
+
+int nl_pool_new(nl_pool_t **out, const nl_pool_opts_t *opts)
+{
+    nl_pool_opts_t o;
+    int err = pool_check_opts(opts, &o);
+    if (err < 0)
+        return err;
+    nl_pool_t *pool = pool_alloc(&o);
+    if (!pool)
+        return -ENOMEM;
+    pthread_mutex_lock(&pool->lock);
+    for (uint32_t i = 0; i < o.core_threads && err == 0; i++)
+        err = spawn_locked(pool);
+    pthread_mutex_unlock(&pool->lock);
+    if (err < 0)
+        goto fail;
+    *out = pool;
+    return 0;
+fail:
+    nl_pool_free(pool); /* nothing was submitted: draining joins the threads started */
+    return err;
+}
+
+/* DISCARD: takes every accepted task off the ring and cancels it. A position may be claimed
+ * but not yet published (its producer is between CAS and publish), so wait for it. */
+static void pool_cancel_queued(nl_pool_t *pool, uint64_t final_pos)
+{
+    pool_job_t job;
+    while (atomic_load_explicit(&pool->deq_pos, memory_order_acquire) < final_pos) {
+        if (ring_pop(pool, &job)) {
+            job_finish(&job, -ECANCELED);
+            atomic_fetch_add_explicit(&pool->cancelled, 1, memory_order_relaxed);
+        } else {
+            sched_yield();
+        }
+    }
+}
+
+/* Joins every thread, running or retired. JOINING keeps a slot from being joined twice; no
+ * thread is started once is_shutting is set, and a worker no longer retires then. */
+static void pool_join_all(nl_pool_t *pool)
+{
+    for (uint32_t i = 0; i < pool->max_threads; i++) {
+        pool_worker_t *w = &pool->workers[i];
+        pthread_mutex_lock(&pool->lock);
+        bool was_running = w->state == WORKER_RUNNING;
+        bool has_thread = was_running || w->state == WORKER_EXITED;
+        if (has_thread)
+            w->state = WORKER_JOINING;
+        pthread_mutex_unlock(&pool->lock);
+        if (!has_thread)
+            continue;
+        pthread_join(w->thread, NULL);
+        pthread_mutex_lock(&pool->lock);
+        w->state = WORKER_EMPTY;
+        if (was_running) /* a retired thread was uncounted when it retired */
+            atomic_fetch_sub_explicit(&pool->nthreads, 1, memory_order_relaxed);
+        pthread_mutex_unlock(&pool->lock);
+    }
+}
+
+int nl_pool_shutdown(nl_pool_t *pool, nl_pool_shutdown_mode_t mode)
+{
+    NL_ASSERT(tls_worker_of != pool);
+    pthread_mutex_lock(&pool->lock);
+    if (pool->is_shutting) {
+        while (!pool->is_shut)
+            pthread_cond_wait(&pool->shut_cond, &pool->lock);
+        pthread_mutex_unlock(&pool->lock);
+        return 0;
+    }
+    pool->is_shutting = true;
+    pthread_mutex_unlock(&pool->lock);
+
+    if (mode == NL_POOL_DISCARD)
+        atomic_store_explicit(&pool->is_discarding, 1, memory_order_seq_cst);
+    uint64_t final_pos = atomic_fetch_or_explicit(&pool->enq_pos, POS_CLOSED, memory_order_seq_cst);
+    futex_signal(&pool->epoch, INT_MAX);
+    futex_signal(&pool->full_epoch, INT_MAX);
+    if (mode == NL_POOL_DISCARD)
+        pool_cancel_queued(pool, final_pos);
+    pool_join_all(pool);
+    /* Drain: the workers exit only once every accepted task was taken. */
+    NL_ASSERT(atomic_load_explicit(&pool->deq_pos, memory_order_acquire) == final_pos);
+
+    pthread_mutex_lock(&pool->lock);
+    pool->is_shut = true;
+    pthread_cond_broadcast(&pool->shut_cond);
+    pthread_mutex_unlock(&pool->lock);
+    return 0;
+}
+
+void nl_pool_free(nl_pool_t *pool)
+{
+    if (!pool)
+        return;
+    nl_pool_shutdown(pool, NL_POOL_DRAIN);
+    pthread_cond_destroy(&pool->shut_cond);
+    pthread_mutex_destroy(&pool->lock);
+    free(pool->workers);
+    free(pool->slots);
+    free(pool);
+}
+
+/* --- figures ---------------------------------------------------------------------------- */
+
+void nl_pool_merge_hists(const nl_pool_t *pool, nl_hist_t *wait_ns, nl_hist_t *run_ns)
+{
+    for (uint32_t i = 0; i < pool->max_threads; i++) {
+        if (wait_ns)
+            nl_hist_merge(wait_ns, &pool->workers[i].wait_ns);
+        if (run_ns)
+            nl_hist_merge(run_ns, &pool->workers[i].run_ns);
+    }
+}
+
+void nl_pool_get_stats(const nl_pool_t *pool, nl_pool_stats_t *out)
+{
+    memset(out, 0, sizeof(*out));
+    /* deq first: enq only grows, so depth cannot come out negative. */
+    uint64_t deq = atomic_load_explicit(&pool->deq_pos, memory_order_relaxed);
+    uint64_t enq = atomic_load_explicit(&pool->enq_pos, memory_order_relaxed) & ~POS_CLOSED;
+    out->queue_depth = enq - deq;
+    out->queue_hwm = atomic_load_explicit(&pool->hwm, memory_order_relaxed);
+    out->submitted = enq;
+    out->rejected = atomic_load_explicit(&pool->rejected, memory_order_relaxed);
+    out->ran_in_caller = atomic_load_explicit(&pool->ran_in_caller, memory_order_relaxed);
+    out->cancelled = atomic_load_explicit(&pool->cancelled, memory_order_relaxed);
+    out->threads = atomic_load_explicit(&pool->nthreads, memory_order_relaxed);
+    out->threads_started = atomic_load_explicit(&pool->started, memory_order_relaxed);
+    out->threads_retired = atomic_load_explicit(&pool->retired, memory_order_relaxed);
+    for (uint32_t i = 0; i < pool->max_threads; i++) {
+        const pool_worker_t *w = &pool->workers[i];
+        out->completed += atomic_load_explicit(&w->completed, memory_order_relaxed);
+        out->threads_busy += atomic_load_explicit(&w->is_busy, memory_order_relaxed);
+    }
+    nl_hist_t wait_ns;
+    nl_hist_t run_ns;
+    nl_hist_init(&wait_ns);
+    nl_hist_init(&run_ns);
+    nl_pool_merge_hists(pool, &wait_ns, &run_ns);
+    nl_hist_summarize(&wait_ns, &out->wait_ns);
+    nl_hist_summarize(&run_ns, &out->run_ns);
+}
