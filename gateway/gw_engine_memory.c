@@ -1,0 +1,434 @@
+/*
+ * gw_engine_memory: the embedded engine for a single node. See gw_engine.h for the contract.
+ *
+ * Per-channel ordering without locks: every channel is owned by one IO loop, owner =
+ * gw_sub_hash(channel) % loop count. The owner's shard holds the channel's last offset, its
+ * epoch, and the bitmask of loops that have subscribers. Every operation on a channel is a
+ * closure posted to its owner (or run there directly when the caller already is the owner),
+ * so a channel's offsets are assigned by one thread, in one order, with no lock and no atomic.
+ *
+ * A publish: the owner assigns the next offset, stamps the wall-clock publish time, encodes
+ * the Push once (gw_msg_new) and hands it to gw_fanout with the audience mask. The publisher's
+ * answer goes back to its loop by post (or straight from the owner for the HTTP thread).
+ *
+ * A join from loop L: the owner sets L's bit, then answers L with the current offset and
+ * epoch. Before posting the answer it flushes its pending batch for L, so the answer arrives
+ * after every message published before the join and before every message published after it
+ * (one poster's posts run in order). L's index drops what arrives while it is JOINING; those
+ * messages predate the subscriber's SubscribeOk offset.
+ *
+ * Channel state lives while some loop is in the audience. A publish to a channel nobody
+ * subscribes to is answered with offset 1 in a fresh epoch and leaves nothing behind: memory
+ * stays bounded by live subscriptions, and the epoch tells a client the offsets restarted.
+ * (History, a later issue, will keep state for channels that keep messages.)
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include "gw_chantab.h"
+#include "gw_engine.h"
+#include "gw_fanout.h"
+#include "gw_node.h"
+#include "gw_sub.h"
+#include "netlib/nl_common.h"
+#include "netlib/nl_log.h"
+
+typedef struct mem_chan_s {
+    uint64_t last_offset; /* 0: nothing published in this epoch yet */
+    uint64_t epoch;
+    uint64_t loop_mask; /* loops with subscribers */
+    gw_chankey_t key;
+    char name[];
+} mem_chan_t;
+
+_Static_assert(offsetof(mem_chan_t, name) == offsetof(mem_chan_t, key) + sizeof(gw_chankey_t),
+               "the name must follow the key");
+
+/* One loop's channels. Only that loop's thread touches it. */
+typedef struct mem_shard_s {
+    gw_chantab_t tab;
+    uint64_t published;
+    uint64_t epoch_seq;
+} mem_shard_t;
+
+typedef struct mem_engine_s {
+    gw_engine_t base;
+    gw_node_t *node;
+    uint32_t n_loops;
+    uint64_t epoch_seed; /* random per node start */
+    mem_shard_t *shards;
+} mem_engine_t;
+
+/* A publish travelling to the owner, and its answer travelling back. */
+typedef struct mem_pub_req_s {
+    mem_engine_t *me;
+    gw_engine_reply_t reply;
+    gw_engine_result_t result;
+    uint32_t hash;
+    uint32_t chan_len;
+    size_t payload_len;
+    char data[]; /* channel, NUL, payload */
+} mem_pub_req_t;
+
+/* A join or leave travelling to the owner; a join's answer travels back in it. */
+typedef struct mem_join_req_s {
+    mem_engine_t *me;
+    uint32_t loop_index;
+    uint32_t hash;
+    int status;
+    uint64_t offset;
+    uint64_t epoch;
+    uint32_t chan_len;
+    char chan[];
+} mem_join_req_t;
+
+void gw_engine_epoch_str(uint64_t epoch, char out[17])
+{
+    snprintf(out, 17, "%016" PRIx64, epoch);
+}
+
+/* splitmix64's finaliser: a bijection, so distinct inputs give distinct epochs. */
+static uint64_t mix64(uint64_t x)
+{
+    x ^= x >> 30;
+    x *= UINT64_C(0xbf58476d1ce4e5b9);
+    x ^= x >> 27;
+    x *= UINT64_C(0x94d049bb133111eb);
+    x ^= x >> 31;
+    return x;
+}
+
+/* A fresh epoch: unique per (shard, sequence), unpredictable across node starts. */
+static uint64_t mem_new_epoch(mem_engine_t *me, uint32_t shard)
+{
+    uint64_t seq = me->shards[shard].epoch_seq++;
+    return mix64(me->epoch_seed ^ ((uint64_t)shard << 56) ^ seq);
+}
+
+static mem_chan_t *chan_of(gw_chankey_t *k)
+{
+    return k ? (mem_chan_t *)((char *)k - offsetof(mem_chan_t, key)) : NULL;
+}
+
+static mem_chan_t *mem_find(mem_shard_t *sh, const char *name, size_t len, uint32_t hash)
+{
+    return chan_of(gw_chantab_find(&sh->tab, name, len, hash));
+}
+
+static uint32_t mem_owner(const mem_engine_t *me, uint32_t hash)
+{
+    return hash % me->n_loops;
+}
+
+/* --- publish ------------------------------------------------------------------------------ */
+
+/* On the owner: assigns the offset and hands the message to the audience. */
+static void mem_publish_here(mem_engine_t *me, gw_loop_t *lp, const char *chan, size_t chan_len,
+                             uint32_t hash, const void *payload, size_t len,
+                             gw_engine_result_t *res)
+{
+    mem_shard_t *sh = &me->shards[lp->index];
+    mem_chan_t *c = mem_find(sh, chan, chan_len, hash);
+    uint64_t mask = 0;
+    if (c) {
+        res->offset = ++c->last_offset;
+        res->epoch = c->epoch;
+        mask = c->loop_mask;
+    } else {
+        res->offset = 1;
+        res->epoch = mem_new_epoch(me, lp->index);
+    }
+    res->status = 0;
+    sh->published++;
+    if (mask == 0)
+        return;
+    gw_msg_t *m =
+        gw_msg_new(chan, chan_len, hash, res->offset, res->epoch, payload, len, nl_wall_ms());
+    if (!m) {
+        c->last_offset--; /* the offset was never seen by anyone: give it back */
+        sh->published--;
+        res->status = -ENOMEM;
+        return;
+    }
+    gw_fanout_publish(lp, m, mask);
+    gw_msg_unref(m);
+}
+
+static void mem_reply_run(void *arg)
+{
+    mem_pub_req_t *req = arg;
+    req->reply.cb(&req->reply, &req->result);
+    free(req);
+}
+
+/* On the owner loop: runs the publish, then answers where the publisher asked. */
+static void mem_publish_run(void *arg)
+{
+    mem_pub_req_t *req = arg;
+    gw_loop_t *lp = gw_loop_current();
+    mem_publish_here(req->me, lp, req->data, req->chan_len, req->hash,
+                     req->data + req->chan_len + 1, req->payload_len, &req->result);
+    if (req->reply.loop == NULL || req->reply.loop == lp->loop) {
+        mem_reply_run(req);
+        return;
+    }
+    if (gw_loop_post_to(lp, req->reply.loop, mem_reply_run, req) < 0) {
+        /* The answer cannot travel; the publisher's loop would never hear. Answer here is not
+         * allowed (wrong thread), so the reply is lost and logged. */
+        NL_LOG(NL_ERROR, "publish_reply_lost", "err=%s", nl_strerror(-ENOMEM));
+        free(req);
+    }
+}
+
+static int mem_publish(gw_engine_t *e, const char *chan, size_t chan_len, const void *payload,
+                       size_t len, const gw_engine_reply_t *reply)
+{
+    mem_engine_t *me = (mem_engine_t *)e;
+    uint32_t hash = gw_sub_hash(chan, chan_len);
+    uint32_t owner = mem_owner(me, hash);
+    gw_loop_t *cur = gw_loop_current();
+    if (cur && cur->node == me->node && cur->index == owner &&
+        (reply->loop == NULL || reply->loop == cur->loop)) {
+        /* Already on the owner: no copy, no post; the answer runs before this returns. */
+        gw_engine_result_t res = {0};
+        mem_publish_here(me, cur, chan, chan_len, hash, payload, len, &res);
+        reply->cb(reply, &res);
+        return 0;
+    }
+    if (atomic_load_explicit(&me->node->is_stopping, memory_order_relaxed) && !cur)
+        return -ESHUTDOWN;
+    mem_pub_req_t *req = malloc(sizeof(*req) + chan_len + 1 + len);
+    if (!req)
+        return -ENOMEM;
+    req->me = me;
+    req->reply = *reply;
+    memset(&req->result, 0, sizeof(req->result));
+    req->hash = hash;
+    req->chan_len = (uint32_t)chan_len;
+    req->payload_len = len;
+    memcpy(req->data, chan, chan_len);
+    req->data[chan_len] = '\0';
+    if (len)
+        memcpy(req->data + chan_len + 1, payload, len);
+    int err = cur && cur->node == me->node
+                  ? gw_loop_post(cur, owner, mem_publish_run, req)
+                  : nl_loop_post(me->node->loops[owner].loop, mem_publish_run, req);
+    if (err < 0)
+        free(req);
+    return err;
+}
+
+/* --- join and leave ----------------------------------------------------------------------- */
+
+static mem_join_req_t *mem_join_req_new(mem_engine_t *me, uint32_t loop_index, const char *chan,
+                                        size_t chan_len, uint32_t hash)
+{
+    mem_join_req_t *req = malloc(sizeof(*req) + chan_len + 1);
+    if (!req)
+        return NULL;
+    memset(req, 0, sizeof(*req));
+    req->me = me;
+    req->loop_index = loop_index;
+    req->hash = hash;
+    req->chan_len = (uint32_t)chan_len;
+    memcpy(req->chan, chan, chan_len);
+    req->chan[chan_len] = '\0';
+    return req;
+}
+
+/* On the joining loop: the owner's answer. */
+static void mem_joined_run(void *arg)
+{
+    mem_join_req_t *req = arg;
+    gw_loop_t *lp = &req->me->node->loops[req->loop_index];
+    gw_sub_joined(&lp->subs, req->chan, req->chan_len, req->hash, req->status, req->offset,
+                  req->epoch);
+    free(req);
+}
+
+static mem_chan_t *mem_chan_new(mem_engine_t *me, mem_shard_t *sh, uint32_t shard,
+                                const mem_join_req_t *req)
+{
+    mem_chan_t *c = calloc(1, sizeof(*c) + req->chan_len + 1);
+    if (!c)
+        return NULL;
+    memcpy(c->name, req->chan, req->chan_len);
+    c->key.hash = req->hash;
+    c->key.name_len = (uint16_t)req->chan_len;
+    c->epoch = mem_new_epoch(me, shard);
+    if (gw_chantab_insert(&sh->tab, &c->key) < 0) {
+        free(c);
+        return NULL;
+    }
+    return c;
+}
+
+/* On the owner: adds the loop to the audience and answers it. */
+static void mem_join_run(void *arg)
+{
+    mem_join_req_t *req = arg;
+    mem_engine_t *me = req->me;
+    gw_loop_t *lp = gw_loop_current();
+    mem_shard_t *sh = &me->shards[lp->index];
+    mem_chan_t *c = mem_find(sh, req->chan, req->chan_len, req->hash);
+    if (!c)
+        c = mem_chan_new(me, sh, lp->index, req);
+    if (c) {
+        c->loop_mask |= UINT64_C(1) << req->loop_index;
+        req->offset = c->last_offset;
+        req->epoch = c->epoch;
+    } else {
+        req->status = -ENOMEM;
+    }
+    if (req->loop_index == lp->index) {
+        mem_joined_run(req);
+        return;
+    }
+    /* Messages already batched for the joiner predate the join: send them first. */
+    gw_fanout_flush_target(lp, req->loop_index);
+    if (gw_loop_post(lp, req->loop_index, mem_joined_run, req) < 0) {
+        NL_LOG(NL_ERROR, "join_reply_lost", "loop=%u", req->loop_index);
+        free(req);
+    }
+}
+
+/* On the owner: takes the loop out of the audience; the last one out frees the channel. */
+static void mem_leave_run(void *arg)
+{
+    mem_join_req_t *req = arg;
+    mem_engine_t *me = req->me;
+    gw_loop_t *lp = gw_loop_current();
+    mem_shard_t *sh = &me->shards[lp->index];
+    mem_chan_t *c = mem_find(sh, req->chan, req->chan_len, req->hash);
+    if (c) {
+        c->loop_mask &= ~(UINT64_C(1) << req->loop_index);
+        if (c->loop_mask == 0) {
+            gw_chantab_remove(&sh->tab, &c->key);
+            free(c);
+        }
+    }
+    free(req);
+}
+
+static void mem_post_join_leave(gw_engine_t *e, uint32_t loop_index, const char *chan,
+                                size_t chan_len, uint32_t hash, nl_loop_post_cb fn)
+{
+    mem_engine_t *me = (mem_engine_t *)e;
+    gw_loop_t *lp = &me->node->loops[loop_index];
+    mem_join_req_t *req = mem_join_req_new(me, loop_index, chan, chan_len, hash);
+    if (req && gw_loop_post(lp, mem_owner(me, hash), fn, req) == 0)
+        return;
+    free(req);
+    NL_LOG(NL_ERROR, "engine_post_failed", "op=%s err=%s", fn == mem_join_run ? "join" : "leave",
+           nl_strerror(-ENOMEM));
+    /* A join must be answered, or its subscribers wait forever. */
+    if (fn == mem_join_run)
+        gw_sub_joined(&lp->subs, chan, chan_len, hash, -ENOMEM, 0, 0);
+}
+
+static void mem_join(gw_engine_t *e, uint32_t loop_index, const char *chan, size_t chan_len,
+                     uint32_t hash)
+{
+    mem_post_join_leave(e, loop_index, chan, chan_len, hash, mem_join_run);
+}
+
+static void mem_leave(gw_engine_t *e, uint32_t loop_index, const char *chan, size_t chan_len,
+                      uint32_t hash)
+{
+    mem_post_join_leave(e, loop_index, chan, chan_len, hash, mem_leave_run);
+}
+
+/* --- the rest of the vtable --------------------------------------------------------------- */
+
+static int mem_presence(gw_engine_t *e, const char *chan, size_t chan_len,
+                        const gw_engine_reply_t *reply)
+{
+    NL_UNUSED(e);
+    NL_UNUSED(chan);
+    NL_UNUSED(chan_len);
+    NL_UNUSED(reply);
+    return -ENOTSUP; /* TODO(#6): presence */
+}
+
+static int mem_history(gw_engine_t *e, const char *chan, size_t chan_len, uint64_t since_offset,
+                       uint64_t epoch, const gw_engine_reply_t *reply)
+{
+    NL_UNUSED(e);
+    NL_UNUSED(chan);
+    NL_UNUSED(chan_len);
+    NL_UNUSED(since_offset);
+    NL_UNUSED(epoch);
+    NL_UNUSED(reply);
+    return -ENOTSUP; /* TODO(#7): history and recovery */
+}
+
+static void mem_loop_stats(gw_engine_t *e, uint32_t loop_index, gw_engine_stats_t *out)
+{
+    mem_engine_t *me = (mem_engine_t *)e;
+    out->channels += me->shards[loop_index].tab.count;
+    out->published += me->shards[loop_index].published;
+}
+
+static bool mem_is_ready(const gw_engine_t *e)
+{
+    NL_UNUSED(e);
+    return true;
+}
+
+static void mem_free(gw_engine_t *e)
+{
+    mem_engine_t *me = (mem_engine_t *)e;
+    for (uint32_t i = 0; i < me->n_loops; i++) {
+        gw_chantab_t *t = &me->shards[i].tab;
+        for (uint32_t k = 0; t->slots && k <= t->mask; k++)
+            free(chan_of(gw_chantab_slot(t, k)));
+        gw_chantab_deinit(t);
+    }
+    free(me->shards);
+    free(me);
+}
+
+static const gw_engine_ops_t mem_ops = {
+    .name = "memory",
+    .publish = mem_publish,
+    .join = mem_join,
+    .leave = mem_leave,
+    .presence = mem_presence,
+    .history = mem_history,
+    .loop_stats = mem_loop_stats,
+    .is_ready = mem_is_ready,
+    .free = mem_free,
+};
+
+int gw_engine_memory_new(gw_engine_t **out, gw_node_t *node)
+{
+    if (node->n_loops == 0 || node->n_loops > GW_NODE_MAX_LOOPS)
+        return -EINVAL;
+    mem_engine_t *me = calloc(1, sizeof(*me));
+    if (!me)
+        return -ENOMEM;
+    me->base.ops = &mem_ops;
+    me->node = node;
+    me->n_loops = node->n_loops;
+    if (getrandom(&me->epoch_seed, sizeof(me->epoch_seed), 0) != sizeof(me->epoch_seed))
+        me->epoch_seed = nl_now_ns() ^ ((uint64_t)getpid() << 32);
+    me->shards = calloc(me->n_loops, sizeof(*me->shards));
+    if (!me->shards)
+        goto fail;
+    for (uint32_t i = 0; i < me->n_loops; i++)
+        if (gw_chantab_init(&me->shards[i].tab) < 0)
+            goto fail;
+    *out = &me->base;
+    return 0;
+fail:
+    if (me->shards)
+        mem_free(&me->base);
+    else
+        free(me);
+    return -ENOMEM;
+}

@@ -1,0 +1,425 @@
+/*
+ * gw_node: building, running and stopping a node. See gw_node.h for the shape and the
+ * shutdown sequence.
+ *
+ * Startup order matters for two reasons. Signals are blocked before the first thread starts,
+ * so every thread inherits the mask and only the accept loop's signalfd sees SIGINT/SIGTERM.
+ * The engine is created after the IO loops exist (it posts to them) and before the listener
+ * starts (sessions call it).
+ *
+ * The shutdown steps run on the accept loop as a small state machine: each step posts one
+ * closure to every IO loop, each loop answers by posting back, and the last answer starts the
+ * next step. Nothing blocks the accept loop except gw_http_stop and nl_pool_shutdown joining
+ * their own threads.
+ */
+#include "gw_node.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "gw_admin.h"
+#include "gw_session.h"
+#include "netlib/nl_common.h"
+#include "netlib/nl_log.h"
+#include "proto_frame.h"
+
+enum {
+    NODE_RUNNING = 0,
+    NODE_CLOSING_SESSIONS = 1, /* step 2 */
+    NODE_QUIESCING = 2,        /* step 3 */
+    NODE_STOPPED = 3,
+};
+
+/* --- per-loop state ----------------------------------------------------------------------- */
+
+int gw_loop_post(gw_loop_t *from, uint32_t target, nl_loop_post_cb fn, void *arg)
+{
+    from->cross_posts++;
+    return nl_loop_post(from->node->loops[target].loop, fn, arg);
+}
+
+int gw_loop_post_to(gw_loop_t *from, nl_loop_t *target, nl_loop_post_cb fn, void *arg)
+{
+    from->cross_posts++;
+    return nl_loop_post(target, fn, arg);
+}
+
+static void loop_before_sleep(nl_loop_t *loop, void *arg)
+{
+    gw_loop_t *lp = arg;
+    gw_fanout_flush(lp);
+    nl_loop_stats_t st;
+    nl_loop_get_stats(loop, &st);
+    nl_hist_record_local(&lp->stats.loop_lag_us, st.last_lag_us);
+}
+
+/* On the new IO thread, before its loop runs. A failure is left in start_err for
+ * gw_node_new, which reads it after nl_loop_thread_start returned. */
+static int loop_setup(nl_loop_t *loop, gw_loop_t *lp)
+{
+    const gw_config_t *cfg = &lp->node->cfg;
+    lp->loop = loop;
+    nl_loop_set_data(loop, lp);
+    nl_buf_init(&lp->scratch, 0);
+    gw_stats_init(&lp->stats);
+    int err = gw_sub_index_init(&lp->subs, &gw_session_sub_cbs, lp);
+    if (err < 0)
+        return err;
+    err = gw_fanout_init(&lp->fanout, lp->node->n_loops);
+    if (err < 0)
+        goto fail_subs;
+    uint64_t shortest = cfg->connect_timeout_ms < cfg->idle_timeout_ms ? cfg->connect_timeout_ms
+                                                                       : cfg->idle_timeout_ms;
+    uint64_t longest = cfg->connect_timeout_ms > cfg->idle_timeout_ms ? cfg->connect_timeout_ms
+                                                                      : cfg->idle_timeout_ms;
+    err = gw_heartbeat_init(&lp->hb, loop, gw_heartbeat_tick_ms(shortest), longest,
+                            gw_session_on_deadline, lp);
+    if (err < 0)
+        goto fail_fanout;
+    err = nl_loop_add_before_sleep(loop, loop_before_sleep, lp);
+    if (err < 0)
+        goto fail_hb;
+    return 0;
+fail_hb:
+    gw_heartbeat_deinit(&lp->hb);
+fail_fanout:
+    gw_fanout_deinit(&lp->fanout);
+fail_subs:
+    gw_sub_index_deinit(&lp->subs);
+    return err;
+}
+
+static void loop_on_start(nl_loop_t *loop, void *arg)
+{
+    gw_loop_t *lp = arg;
+    lp->start_err = loop_setup(loop, lp);
+}
+
+static void loop_on_stop(nl_loop_t *loop, void *arg)
+{
+    NL_UNUSED(loop);
+    gw_loop_t *lp = arg;
+    if (lp->start_err < 0)
+        return;
+    if (gw_heartbeat_count(&lp->hb) > 0) {
+        /* Sessions are closed in shutdown step 2; reaching here with some open is a bug. Their
+         * on_close would touch the state freed below, so leak it rather than crash. */
+        NL_LOG(NL_ERROR, "loop_stop_with_sessions", "sessions=%zu", gw_heartbeat_count(&lp->hb));
+        return;
+    }
+    gw_heartbeat_deinit(&lp->hb);
+    gw_fanout_deinit(&lp->fanout);
+    gw_sub_index_deinit(&lp->subs);
+    nl_buf_deinit(&lp->scratch);
+}
+
+/* --- shutdown ----------------------------------------------------------------------------- */
+
+static void node_step(gw_node_t *node);
+
+/* On the accept loop: one loop answered the current step. */
+static void node_on_ack(void *arg)
+{
+    gw_loop_t *lp = arg;
+    gw_node_t *node = lp->node;
+    if (++node->stop_acks == node->n_loops)
+        node_step(node);
+}
+
+static void loop_ack(gw_loop_t *lp)
+{
+    lp->acked_cross_posts = lp->cross_posts;
+    if (nl_loop_post(lp->node->main_loop, node_on_ack, lp) < 0)
+        NL_ASSERT(!"shutdown ack lost"); /* the node could never finish stopping */
+}
+
+static void loop_ack_run(void *arg)
+{
+    loop_ack(arg);
+}
+
+/* Step 2 on an IO loop: Disconnect{SHUTDOWN} and close every session. Their on_close runs at
+ * the end of this iteration, so the answer is posted from the next one. */
+static void loop_close_sessions(void *arg)
+{
+    gw_loop_t *lp = arg;
+    lp->is_stopping = true;
+    gw_session_close_all(lp);
+    if (nl_loop_post(lp->loop, loop_ack_run, lp) < 0)
+        loop_ack(lp);
+}
+
+static void node_broadcast(gw_node_t *node, nl_loop_post_cb fn)
+{
+    node->stop_acks = 0;
+    for (uint32_t i = 0; i < node->n_loops; i++)
+        if (nl_loop_post(node->loops[i].loop, fn, &node->loops[i]) < 0)
+            NL_ASSERT(!"shutdown post lost");
+}
+
+static void node_finish(gw_node_t *node)
+{
+    for (uint32_t i = 0; i < node->n_loops; i++) {
+        int err = nl_loop_thread_stop(node->threads[i]);
+        node->threads[i] = NULL;
+        if (err < 0) {
+            NL_LOG(NL_ERROR, "loop_stop_failed", "loop=%u err=%s", i, nl_strerror(err));
+            node->exit_status = err;
+        }
+    }
+    if (node->sig) {
+        nl_signal_close(node->sig);
+        node->sig = NULL;
+    }
+    node->stop_step = NODE_STOPPED;
+    NL_LOG(NL_INFO, "shutdown_done", "status=%d", node->exit_status);
+    nl_loop_stop(node->main_loop);
+}
+
+/* Quiescence: a round in which no loop posted to another since the previous round means
+ * every leave, batch and reply in flight has landed (see gw_node.h). */
+static void node_step(gw_node_t *node)
+{
+    uint64_t posts = 0;
+    for (uint32_t i = 0; i < node->n_loops; i++)
+        posts += node->loops[i].acked_cross_posts;
+    if (node->stop_step == NODE_CLOSING_SESSIONS || posts != node->stop_posts_seen) {
+        node->stop_step = NODE_QUIESCING;
+        node->stop_posts_seen = posts;
+        node_broadcast(node, loop_ack_run);
+        return;
+    }
+    node_finish(node);
+}
+
+void gw_node_stop(gw_node_t *node)
+{
+    if (node->stop_step != NODE_RUNNING)
+        return;
+    node->stop_step = NODE_CLOSING_SESSIONS;
+    atomic_store(&node->is_ready, false);
+    atomic_store(&node->is_stopping, true);
+    if (node->server) {
+        nl_server_close(node->server);
+        node->server = NULL;
+    }
+    if (node->http)
+        gw_http_stop(node->http);
+    if (node->pool)
+        nl_pool_shutdown(node->pool, NL_POOL_DISCARD);
+    node_broadcast(node, loop_close_sessions);
+}
+
+static void node_on_signal(nl_signal_t *s, int signum, void *arg)
+{
+    NL_UNUSED(s);
+    gw_node_t *node = arg;
+    NL_LOG(NL_INFO, "shutdown_begin", "signal=%s", signum == SIGINT ? "SIGINT" : "SIGTERM");
+    gw_node_stop(node);
+}
+
+/* --- startup ------------------------------------------------------------------------------ */
+
+static int node_start_loops(gw_node_t *node)
+{
+    for (uint32_t i = 0; i < node->n_loops; i++) {
+        gw_loop_t *lp = &node->loops[i];
+        char name[24];
+        snprintf(name, sizeof(name), "herald-io%u", i);
+        nl_loop_thread_opts_t opts = {
+            .loop = {.id = (int)i},
+            .name = name,
+            .cpu = -1,
+            .on_start = loop_on_start,
+            .on_stop = loop_on_stop,
+            .arg = lp,
+        };
+        int err = nl_loop_thread_start(&node->threads[i], &opts);
+        if (err < 0)
+            return err;
+        node->io_loops[i] = nl_loop_thread_loop(node->threads[i]);
+        if (lp->start_err < 0)
+            return lp->start_err;
+    }
+    return 0;
+}
+
+static int node_start_server(gw_node_t *node)
+{
+    const gw_config_t *cfg = &node->cfg;
+    nl_server_opts_t opts = {
+        .host = cfg->listen_host,
+        .port = cfg->listen_port,
+        .accept_loop = node->main_loop,
+        .io_loops = node->io_loops,
+        .io_loop_count = node->n_loops,
+        .reuseport = cfg->is_reuseport,
+        .cbs = &gw_session_conn_cbs,
+        .arg = node,
+        .high_water_bytes = cfg->output_high_water_bytes,
+        /* A whole frame of the largest size, its prefix, and a little slack. */
+        .max_input_bytes = cfg->max_frame_bytes + PROTO_VARINT_MAX_BYTES + 64,
+    };
+    int err = nl_server_new(&node->server, &opts);
+    if (err < 0) {
+        NL_LOG(NL_ERROR, "listen_failed", "host=%s port=%u err=%s", cfg->listen_host,
+               cfg->listen_port, nl_strerror(err));
+        return err;
+    }
+    node->port = nl_server_port(node->server);
+    return nl_server_start(node->server);
+}
+
+static int node_start_admin(gw_node_t *node)
+{
+    const gw_config_t *cfg = &node->cfg;
+    if (!cfg->is_admin_enabled)
+        return 0;
+    gw_http_opts_t opts = {
+        .host = cfg->admin_host,
+        .port = cfg->admin_port,
+        .api_key = cfg->admin_api_key,
+        .max_body_bytes = cfg->admin_max_body_bytes,
+    };
+    int err = gw_http_new(&node->http, &opts);
+    if (err == 0)
+        err = gw_admin_register(node->http, node);
+    if (err == 0)
+        err = gw_http_start(node->http);
+    if (err < 0) {
+        NL_LOG(NL_ERROR, "admin_listen_failed", "host=%s port=%u err=%s", cfg->admin_host,
+               cfg->admin_port, nl_strerror(err));
+        return err;
+    }
+    node->admin_port = gw_http_port(node->http);
+    return 0;
+}
+
+static uint32_t node_loop_count(const gw_config_t *cfg)
+{
+    long n = cfg->io_threads ? (long)cfg->io_threads : sysconf(_SC_NPROCESSORS_ONLN);
+    if (n < 1)
+        n = 1;
+    if (n > GW_NODE_MAX_LOOPS)
+        n = GW_NODE_MAX_LOOPS;
+    return (uint32_t)n;
+}
+
+static int node_alloc(gw_node_t *node, const gw_config_t *cfg)
+{
+    node->cfg = *cfg;
+    node->start_ms = nl_now_ms();
+    if (cfg->node_id[0])
+        snprintf(node->node_id, sizeof(node->node_id), "%s", cfg->node_id);
+    else if (gethostname(node->node_id, sizeof(node->node_id) - 1) < 0)
+        snprintf(node->node_id, sizeof(node->node_id), "herald");
+    node->n_loops = node_loop_count(cfg);
+    node->loops = calloc(node->n_loops, sizeof(*node->loops));
+    node->io_loops = calloc(node->n_loops, sizeof(*node->io_loops));
+    node->threads = calloc(node->n_loops, sizeof(*node->threads));
+    if (!node->loops || !node->io_loops || !node->threads)
+        return -ENOMEM;
+    for (uint32_t i = 0; i < node->n_loops; i++) {
+        gw_loop_t *lp = &node->loops[i];
+        lp->node = node;
+        lp->index = i;
+        lp->slow_policy = (uint8_t)cfg->slow_consumer;
+        lp->high_water_bytes = cfg->output_high_water_bytes;
+    }
+    return nl_loop_new(&node->main_loop, &(nl_loop_opts_t){.id = -1});
+}
+
+static int node_start(gw_node_t *node)
+{
+    const gw_config_t *cfg = &node->cfg;
+    static const int sigs[] = {SIGINT, SIGTERM};
+    /* writev to a socket the peer closed must fail with EPIPE, not kill the process. */
+    signal(SIGPIPE, SIG_IGN);
+    int err = nl_signal_block(sigs, 2);
+    if (err == 0)
+        err = nl_signal_new(&node->sig, node->main_loop, sigs, 2, node_on_signal, node);
+    if (err == 0)
+        err = nl_pool_new(&node->pool, &(nl_pool_opts_t){
+                                           .name = "herald-auth",
+                                           .core_threads = cfg->worker_threads,
+                                           .queue_capacity = cfg->worker_queue_capacity,
+                                       });
+    if (err == 0)
+        err = node_start_loops(node);
+    if (err == 0)
+        err = gw_engine_memory_new(&node->engine, node);
+    /* Admin before the listener: a failing admin bind then leaves no client session behind. */
+    if (err == 0)
+        err = node_start_admin(node);
+    if (err == 0)
+        err = node_start_server(node);
+    return err;
+}
+
+int gw_node_new(gw_node_t **out, const gw_config_t *cfg)
+{
+    gw_node_t *node = calloc(1, sizeof(*node));
+    if (!node)
+        return -ENOMEM;
+    int err = node_alloc(node, cfg);
+    if (err == 0)
+        err = node_start(node);
+    if (err < 0) {
+        gw_node_free(node);
+        return err;
+    }
+    if (cfg->is_insecure)
+        NL_LOG(NL_WARN, "insecure_mode",
+               "msg=\"tokens are NOT verified: any client may connect as any user; demos and "
+               "tests only\"");
+    NL_LOG(NL_INFO, "listening", "port=%u admin_port=%u io_threads=%u engine=%s node=%s",
+           node->port, node->admin_port, node->n_loops, node->engine->ops->name, node->node_id);
+    atomic_store(&node->is_ready, true);
+    *out = node;
+    return 0;
+}
+
+int gw_node_run(gw_node_t *node)
+{
+    int err = nl_loop_run(node->main_loop);
+    if (err < 0)
+        return err;
+    return node->exit_status;
+}
+
+void gw_node_free(gw_node_t *node)
+{
+    if (!node)
+        return;
+    if (node->server)
+        nl_server_close(node->server);
+    if (node->http)
+        gw_http_stop(node->http);
+    if (node->pool)
+        nl_pool_shutdown(node->pool, NL_POOL_DISCARD);
+    /* Only reached with loops still running on a failed start (no sessions yet) or after
+     * node_finish stopped them. */
+    for (uint32_t i = 0; node->threads && i < node->n_loops; i++)
+        if (node->threads[i])
+            (void)nl_loop_thread_stop(node->threads[i]);
+    if (node->sig)
+        nl_signal_close(node->sig);
+    if (node->main_loop) {
+        /* Closed handles are freed at the end of an iteration. */
+        (void)nl_loop_run_once(node->main_loop, 0);
+        int err = nl_loop_free(node->main_loop);
+        if (err < 0)
+            NL_LOG(NL_ERROR, "main_loop_leak", "err=%s", nl_strerror(err));
+    }
+    gw_engine_free(node->engine);
+    nl_pool_free(node->pool);
+    gw_http_free(node->http);
+    free(node->threads);
+    free(node->io_loops);
+    free(node->loops);
+    free(node);
+}

@@ -1,0 +1,123 @@
+/*
+ * gw_node: one herald node: the accept loop (the main thread's), N IO loops (nl_loop_thread),
+ * the worker pool for token verification, the engine, the client listener and the admin HTTP
+ * server, started in that order and stopped in reverse on SIGINT/SIGTERM (nl_signal).
+ *
+ * Each IO loop carries a gw_loop_t (nl_loop_data): its subscription index, its deadline wheel,
+ * its outgoing fan-out batches, its share of the engine, its counters. Only that loop's thread
+ * touches it; other threads name a loop by its index and post to it (gw_loop_post).
+ *
+ * Startup logs one line `ev=listening port=<client port> admin_port=<admin port>` (stderr),
+ * which tests read to find ports bound as 0.
+ *
+ * Shutdown, step by step (each step waits for every loop's answer before the next):
+ *   1. stop accepting (server closed), mark not ready, stop the HTTP server (requests waiting
+ *      are answered 503), stop the worker pool (pending verifications are cancelled);
+ *   2. each IO loop sends Disconnect{SHUTDOWN} to its sessions and closes them;
+ *   3. quiesce: rounds of "post to every loop and wait" until a round in which no loop posted
+ *      to another (leaves, batches and replies in flight have all landed);
+ *   4. stop the IO loop threads, free the engine, then the main loop returns.
+ * Graceful drain (a spread-out disconnect with a reconnect hint) is a later issue.
+ *
+ * Thread: gw_node_new/run/free on the main thread. gw_loop_post from the loop named by from.
+ * Ownership: the caller owns the node; the node owns every thread, loop and handle it made.
+ */
+#ifndef HERALD_GATEWAY_GW_NODE_H
+#define HERALD_GATEWAY_GW_NODE_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "gw_config.h"
+#include "gw_engine.h"
+#include "gw_fanout.h"
+#include "gw_heartbeat.h"
+#include "gw_http.h"
+#include "gw_stats.h"
+#include "gw_sub.h"
+#include "netlib/nl_buf.h"
+#include "netlib/nl_loop.h"
+#include "netlib/nl_loop_thread.h"
+#include "netlib/nl_pool.h"
+#include "netlib/nl_server.h"
+#include "netlib/nl_signal.h"
+
+/* At most this many IO loops: the memory engine keeps a channel's audience in 64 bits. */
+#define GW_NODE_MAX_LOOPS 64
+
+/* One IO loop's gateway state. */
+struct gw_loop_s {
+    gw_node_t *node;
+    nl_loop_t *loop;
+    uint32_t index;
+    bool is_stopping;           /* sessions closed for shutdown: refuse new work */
+    uint8_t slow_policy;        /* gw_slow_policy_t, copied here for the delivery loop */
+    uint64_t high_water_bytes;  /* per-connection output limit; 0 disables */
+    gw_sub_index_t subs;        /* channel -> subscribers on this loop */
+    gw_heartbeat_t hb;          /* deadlines of this loop's sessions */
+    gw_fanout_t fanout;         /* batches toward other loops */
+    void *engine_shard;         /* the engine's per-loop state */
+    nl_buf_t scratch;           /* encodes one reply frame at a time */
+    uint64_t cross_posts;       /* posts made to other loops (shutdown quiescence) */
+    uint64_t acked_cross_posts; /* cross_posts when the loop last answered a shutdown step */
+    int start_err;              /* set up on the loop's thread before it runs */
+    gw_stats_t stats;
+};
+
+struct gw_node_s {
+    gw_config_t cfg;
+    char node_id[GW_CONFIG_NAME_MAX];
+    uint64_t start_ms;
+    nl_loop_t *main_loop;
+    uint32_t n_loops;
+    gw_loop_t *loops;
+    nl_loop_t **io_loops;
+    nl_loop_thread_t **threads;
+    nl_server_t *server;
+    nl_pool_t *pool;
+    gw_engine_t *engine;
+    gw_http_t *http;
+    nl_signal_t *sig;
+    uint16_t port;
+    uint16_t admin_port;
+    _Atomic uint64_t connections; /* open client connections, for max_connections */
+    _Atomic bool is_ready;
+    _Atomic bool is_stopping;
+    /* Shutdown sequencing, main loop only. */
+    int stop_step;
+    uint32_t stop_acks;
+    uint64_t stop_posts_seen;
+    int exit_status;
+};
+
+/* Builds and starts a node from cfg (copied): IO loops, pool, engine, listener, admin API.
+ * Returns: 0; -EADDRINUSE and other bind errors; -ENOMEM; -EINVAL. Thread: main.
+ * Ownership: free with gw_node_free. */
+int gw_node_new(gw_node_t **out, const gw_config_t *cfg);
+
+/* Runs the accept loop until SIGINT or SIGTERM, then shuts down (see above).
+ * Returns: 0 after a clean stop, or a negative errno. Thread: main. */
+int gw_node_run(gw_node_t *node);
+
+/* Stops whatever still runs and frees the node. NULL is fine. Thread: main. */
+void gw_node_free(gw_node_t *node);
+
+/* Starts the shutdown sequence, as SIGTERM does. Thread: main (the accept loop). */
+void gw_node_stop(gw_node_t *node);
+
+/* The gateway state of the IO loop the calling thread runs, or NULL. Thread: any. */
+static inline gw_loop_t *gw_loop_current(void)
+{
+    nl_loop_t *loop = nl_loop_current();
+    return loop ? (gw_loop_t *)nl_loop_data(loop) : NULL;
+}
+
+/* Posts fn(arg) from loop `from` to IO loop `target`, counting it for shutdown quiescence.
+ * Returns: 0; -ENOMEM (fn will not run). Thread: from's loop. */
+int gw_loop_post(gw_loop_t *from, uint32_t target, nl_loop_post_cb fn, void *arg);
+
+/* As gw_loop_post, to a loop named by its nl_loop_t (a reply address). Thread: from's loop. */
+int gw_loop_post_to(gw_loop_t *from, nl_loop_t *target, nl_loop_post_cb fn, void *arg);
+
+#endif

@@ -1,0 +1,579 @@
+/*
+ * gw_session: a client connection's life: accept, frames, subscriptions, publishes, pushes,
+ * deadlines, errors, close. Connect and token verification live in gw_session_auth.c.
+ *
+ * Replies are encoded into the loop's scratch buffer and handed to nl_conn_send, which writes
+ * them straight to the socket when nothing is queued. Pushes are never encoded here: they
+ * arrive as a shared block (gw_fanout) and are queued by reference.
+ *
+ * Closing politely: a fatal error is answered with Error and Disconnect, then the connection
+ * is half-closed once its output drains (nl_conn_shutdown) and kept reading, with input
+ * discarded, until the client hangs up or a short linger runs out. Closing at once could make
+ * the kernel answer the client's unread bytes with a reset that destroys the Disconnect
+ * before the client reads it.
+ */
+#include "gw_session.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gw_channel_name.h"
+#include "gw_engine.h"
+#include "gw_node.h"
+#include "gw_session_int.h"
+#include "netlib/nl_common.h"
+#include "netlib/nl_log.h"
+#include "proto_frame.h"
+
+/* The one place protocol errors map to wire codes, metrics and close reasons.
+ * disconnect 0 (UNSPECIFIED) marks a non-fatal error: the session goes on. */
+static const struct {
+    Herald__Error__Code code;
+    Herald__Disconnect__Code disconnect;
+    gw_close_reason_t close;
+    const char *name;
+    const char *text;
+} perr_table[GW_PERR_COUNT] = {
+    [GW_PERR_BAD_REQUEST] = {HERALD__ERROR__CODE__BAD_REQUEST,
+                             HERALD__DISCONNECT__CODE__PROTOCOL_ERROR, GW_CLOSE_PROTOCOL_ERROR,
+                             "bad_request", "unexpected frame"},
+    [GW_PERR_UNDECODABLE] = {HERALD__ERROR__CODE__BAD_REQUEST,
+                             HERALD__DISCONNECT__CODE__PROTOCOL_ERROR, GW_CLOSE_PROTOCOL_ERROR,
+                             "undecodable", "undecodable frame"},
+    [GW_PERR_FRAME_TOO_LARGE] = {HERALD__ERROR__CODE__FRAME_TOO_LARGE,
+                                 HERALD__DISCONNECT__CODE__FRAME_TOO_LARGE,
+                                 GW_CLOSE_FRAME_TOO_LARGE, "frame_too_large",
+                                 "frame exceeds max_frame_bytes"},
+    [GW_PERR_UNAUTHORIZED] = {HERALD__ERROR__CODE__UNAUTHORIZED,
+                              HERALD__DISCONNECT__CODE__AUTH_FAILED, GW_CLOSE_AUTH_FAILED,
+                              "unauthorized", "invalid token"},
+    [GW_PERR_TOKEN_EXPIRED] = {HERALD__ERROR__CODE__TOKEN_EXPIRED,
+                               HERALD__DISCONNECT__CODE__AUTH_FAILED, GW_CLOSE_AUTH_FAILED,
+                               "token_expired", "token expired"},
+    [GW_PERR_FORBIDDEN] = {HERALD__ERROR__CODE__FORBIDDEN, 0, 0, "forbidden",
+                           "channel not allowed by the token"},
+    [GW_PERR_BUSY] = {HERALD__ERROR__CODE__BUSY, 0, 0, "busy", "server busy, retry"},
+    [GW_PERR_RATE_LIMITED] = {HERALD__ERROR__CODE__RATE_LIMITED, 0, 0, "rate_limited",
+                              "publish rate exceeded"},
+    [GW_PERR_TOO_MANY_SUBSCRIPTIONS] = {HERALD__ERROR__CODE__TOO_MANY_SUBSCRIPTIONS, 0, 0,
+                                        "too_many_subscriptions", "subscription limit reached"},
+    [GW_PERR_BAD_CHANNEL] = {HERALD__ERROR__CODE__BAD_CHANNEL, 0, 0, "bad_channel",
+                             "invalid channel name"},
+    [GW_PERR_NOT_SUBSCRIBED] = {HERALD__ERROR__CODE__NOT_SUBSCRIBED, 0, 0, "not_subscribed",
+                                "not subscribed to this channel"},
+    [GW_PERR_ALREADY_SUBSCRIBED] = {HERALD__ERROR__CODE__ALREADY_SUBSCRIBED, 0, 0,
+                                    "already_subscribed", "already subscribed"},
+    [GW_PERR_ALREADY_CONNECTED] = {HERALD__ERROR__CODE__BAD_REQUEST,
+                                   HERALD__DISCONNECT__CODE__PROTOCOL_ERROR,
+                                   GW_CLOSE_PROTOCOL_ERROR, "already_connected", "second Connect"},
+    [GW_PERR_NOT_SUPPORTED] = {HERALD__ERROR__CODE__NOT_SUPPORTED, 0, 0, "not_supported",
+                               "not available on this node"},
+    [GW_PERR_INTERNAL] = {HERALD__ERROR__CODE__INTERNAL, 0, 0, "internal", "internal error"},
+};
+
+const char *gw_proto_err_str(gw_proto_err_t err)
+{
+    return (unsigned)err < GW_PERR_COUNT ? perr_table[err].name : "unknown";
+}
+
+size_t gw_session_sizeof(void)
+{
+    return offsetof(gw_session_t, data);
+}
+
+static uint64_t session_now_ms(const gw_loop_t *lp)
+{
+    return nl_loop_now_ms(lp->loop);
+}
+
+/* --- sending ------------------------------------------------------------------------------ */
+
+int gw_session_send(gw_loop_t *lp, gw_session_t *s, const Herald__Frame *f)
+{
+    nl_buf_t *b = &lp->scratch;
+    int err = proto_frame_append(b, f);
+    if (err == 0)
+        err = nl_conn_send(s->conn, nl_buf_peek(b), nl_buf_readable(b));
+    nl_buf_retrieve_all(b);
+    if (err == 0 && (unsigned)f->body_case < GW_STATS_FRAME_TYPES)
+        lp->stats.frames_out[f->body_case]++;
+    return err;
+}
+
+void gw_session_begin_close(gw_loop_t *lp, gw_session_t *s, gw_close_reason_t reason,
+                            Herald__Disconnect__Code code, const char *text, bool reconnect)
+{
+    if (s->state == GW_SESSION_CLOSING)
+        return;
+    Herald__Disconnect d = HERALD__DISCONNECT__INIT;
+    d.code = code;
+    d.reason = (char *)(uintptr_t)text; /* packing only reads it */
+    d.reconnect = reconnect;
+    d.reconnect_delay_ms = reconnect ? 1000 : 0;
+    Herald__Frame f = HERALD__FRAME__INIT;
+    f.body_case = HERALD__FRAME__BODY_DISCONNECT;
+    f.disconnect = &d;
+    (void)gw_session_send(lp, s, &f);
+    s->state = GW_SESSION_CLOSING;
+    s->close_reason = (uint8_t)reason;
+    gw_sub_remove_all(&lp->subs, &s->subs);
+    /* Keep reading (discarding) so the client's hang-up is seen, even if reading was paused
+     * for a token verification. */
+    nl_conn_resume_read(s->conn);
+    nl_conn_shutdown(s->conn);
+    gw_heartbeat_set(&lp->hb, &s->deadline, session_now_ms(lp) + GW_SESSION_LINGER_MS);
+}
+
+void gw_session_error(gw_loop_t *lp, gw_session_t *s, uint64_t id, gw_proto_err_t err,
+                      uint32_t retry_after_ms)
+{
+    Herald__Error e = HERALD__ERROR__INIT;
+    e.code = perr_table[err].code;
+    e.text = (char *)(uintptr_t)perr_table[err].text;
+    e.retry_after_ms = retry_after_ms;
+    Herald__Frame f = HERALD__FRAME__INIT;
+    f.id = id;
+    f.body_case = HERALD__FRAME__BODY_ERROR;
+    f.error = &e;
+    if (gw_session_send(lp, s, &f) == 0 && (unsigned)e.code < GW_STATS_ERROR_CODES)
+        lp->stats.errors_out[e.code]++;
+    if (perr_table[err].disconnect != HERALD__DISCONNECT__CODE__UNSPECIFIED)
+        gw_session_begin_close(lp, s, perr_table[err].close, perr_table[err].disconnect,
+                               perr_table[err].text, false);
+}
+
+static void session_send_subscribe_ok(gw_loop_t *lp, gw_session_t *s, uint64_t id,
+                                      const gw_sub_entry_t *e)
+{
+    char epoch[17];
+    gw_engine_epoch_str(gw_sub_entry_epoch(e), epoch);
+    Herald__SubscribeOk ok = HERALD__SUBSCRIBE_OK__INIT;
+    ok.offset = gw_sub_entry_offset(e);
+    ok.epoch = epoch;
+    Herald__Frame f = HERALD__FRAME__INIT;
+    f.id = id;
+    f.body_case = HERALD__FRAME__BODY_SUBSCRIBE_OK;
+    f.subscribe_ok = &ok;
+    (void)gw_session_send(lp, s, &f);
+}
+
+/* --- requests ----------------------------------------------------------------------------- */
+
+/* Validates a channel name from a request; answers the error itself. */
+static bool session_check_channel(gw_loop_t *lp, gw_session_t *s, uint64_t id, const char *name,
+                                  size_t len)
+{
+    if (gw_channel_name_check(name, len, lp->node->cfg.max_channel_bytes) != GW_CHANNEL_OK) {
+        gw_session_error(lp, s, id, GW_PERR_BAD_CHANNEL, 0);
+        return false;
+    }
+    if (!gw_session_allows(s, name, len)) {
+        gw_session_error(lp, s, id, GW_PERR_FORBIDDEN, 0);
+        return false;
+    }
+    return true;
+}
+
+static void session_subscribe(gw_loop_t *lp, gw_session_t *s, const Herald__Frame *f)
+{
+    const char *name = f->subscribe && f->subscribe->channel ? f->subscribe->channel : "";
+    size_t len = strlen(name);
+    if (!session_check_channel(lp, s, f->id, name, len))
+        return;
+    if (gw_sub_set_has(&s->subs, name, len)) {
+        gw_session_error(lp, s, f->id, GW_PERR_ALREADY_SUBSCRIBED, 0);
+        return;
+    }
+    if (gw_sub_set_count(&s->subs) >= lp->node->cfg.max_subscriptions_per_conn) {
+        gw_session_error(lp, s, f->id, GW_PERR_TOO_MANY_SUBSCRIPTIONS, 0);
+        return;
+    }
+    /* Recovery (f->subscribe->recover) needs history, a later issue: the answer says
+     * recovered = false and the client resumes from the live offset. */
+    gw_sub_entry_t *e = NULL;
+    int rc = gw_sub_add(&lp->subs, &s->subs, name, len, gw_sub_hash(name, len), f->id, &e);
+    if (rc == 1)
+        session_send_subscribe_ok(lp, s, f->id, e);
+    else if (rc < 0)
+        gw_session_error(lp, s, f->id, GW_PERR_INTERNAL, 0);
+    /* rc == 0: the engine's join answer sends SubscribeOk (session_on_joined). */
+}
+
+static void session_unsubscribe(gw_loop_t *lp, gw_session_t *s, const Herald__Frame *f)
+{
+    const char *name = f->unsubscribe && f->unsubscribe->channel ? f->unsubscribe->channel : "";
+    size_t len = strlen(name);
+    if (gw_sub_remove(&lp->subs, &s->subs, name, len, gw_sub_hash(name, len)) < 0) {
+        gw_session_error(lp, s, f->id, GW_PERR_NOT_SUBSCRIBED, 0);
+        return;
+    }
+    Herald__UnsubscribeOk ok = HERALD__UNSUBSCRIBE_OK__INIT;
+    Herald__Frame r = HERALD__FRAME__INIT;
+    r.id = f->id;
+    r.body_case = HERALD__FRAME__BODY_UNSUBSCRIBE_OK;
+    r.unsubscribe_ok = &ok;
+    (void)gw_session_send(lp, s, &r);
+}
+
+/* A token bucket of publish_rate_per_s tokens a second, publish_burst deep, kept in
+ * thousandths of a token so that a refill of a few milliseconds is not lost to rounding. */
+static bool session_take_token(gw_loop_t *lp, gw_session_t *s, uint32_t *retry_after_ms)
+{
+    const gw_config_t *cfg = &lp->node->cfg;
+    uint64_t rate = cfg->publish_rate_per_s;
+    if (rate == 0)
+        return true;
+    uint64_t burst_milli = (uint64_t)(cfg->publish_burst ? cfg->publish_burst : 1) * 1000;
+    if (burst_milli > UINT32_MAX)
+        burst_milli = UINT32_MAX;
+    uint32_t now = (uint32_t)session_now_ms(lp);
+    uint64_t tokens = s->rl_milli + (uint64_t)(uint32_t)(now - s->rl_ms) * rate;
+    s->rl_ms = now;
+    if (tokens > burst_milli)
+        tokens = burst_milli;
+    if (tokens < 1000) {
+        s->rl_milli = (uint32_t)tokens;
+        *retry_after_ms = (uint32_t)((1000 - tokens + rate - 1) / rate);
+        return false;
+    }
+    s->rl_milli = (uint32_t)(tokens - 1000);
+    return true;
+}
+
+/* The engine's answer to a client Publish, on the publisher's loop. */
+static void session_on_published(const gw_engine_reply_t *r, const gw_engine_result_t *res)
+{
+    gw_loop_t *lp = gw_loop_current();
+    nl_conn_t *c = nl_conn_lookup(lp->loop, r->u64[0]);
+    gw_session_t *s = c ? nl_conn_data(c) : NULL;
+    if (!s || s->state != GW_SESSION_AUTHENTICATED)
+        return; /* gone or closing meanwhile */
+    if (res->status < 0) {
+        gw_session_error(lp, s, r->u64[1], GW_PERR_INTERNAL, 0);
+        return;
+    }
+    char epoch[17];
+    gw_engine_epoch_str(res->epoch, epoch);
+    Herald__PublishOk ok = HERALD__PUBLISH_OK__INIT;
+    ok.offset = res->offset;
+    ok.epoch = epoch;
+    Herald__Frame f = HERALD__FRAME__INIT;
+    f.id = r->u64[1];
+    f.body_case = HERALD__FRAME__BODY_PUBLISH_OK;
+    f.publish_ok = &ok;
+    (void)gw_session_send(lp, s, &f);
+}
+
+static void session_publish(gw_loop_t *lp, gw_session_t *s, const Herald__Frame *f)
+{
+    const Herald__Publish *p = f->publish;
+    const char *name = p && p->channel ? p->channel : "";
+    size_t len = strlen(name);
+    if (!session_check_channel(lp, s, f->id, name, len))
+        return;
+    uint32_t retry_after_ms = 0;
+    if (!session_take_token(lp, s, &retry_after_ms)) {
+        gw_session_error(lp, s, f->id, GW_PERR_RATE_LIMITED, retry_after_ms);
+        return;
+    }
+    gw_engine_reply_t reply = {
+        .loop = lp->loop, .cb = session_on_published, .u64 = {nl_conn_id(s->conn), f->id}};
+    int err = gw_engine_publish(lp->node->engine, name, len, p ? p->payload.data : NULL,
+                                p ? p->payload.len : 0, &reply);
+    if (err < 0)
+        gw_session_error(lp, s, f->id, err == -ESHUTDOWN ? GW_PERR_BUSY : GW_PERR_INTERNAL, 0);
+}
+
+static void session_ping(gw_loop_t *lp, gw_session_t *s, const Herald__Frame *f)
+{
+    Herald__Pong pong = HERALD__PONG__INIT;
+    Herald__Frame r = HERALD__FRAME__INIT;
+    r.id = f->id;
+    r.body_case = HERALD__FRAME__BODY_PONG;
+    r.pong = &pong;
+    (void)gw_session_send(lp, s, &r);
+}
+
+/* One decoded frame. The session may be reallocated (Connect) or start closing. */
+static void session_dispatch(gw_loop_t *lp, gw_session_t *s, const Herald__Frame *f, nl_buf_t *in)
+{
+    if (f->body_case == HERALD__FRAME__BODY_CONNECT) {
+        if (s->state == GW_SESSION_AWAIT_CONNECT)
+            gw_session_connect(lp, s, f, in);
+        else
+            gw_session_error(lp, s, f->id, GW_PERR_ALREADY_CONNECTED, 0);
+        return;
+    }
+    if (s->state != GW_SESSION_AUTHENTICATED) {
+        gw_session_error(lp, s, f->id, GW_PERR_BAD_REQUEST, 0);
+        return;
+    }
+    switch (f->body_case) {
+    case HERALD__FRAME__BODY_SUBSCRIBE:
+        session_subscribe(lp, s, f);
+        break;
+    case HERALD__FRAME__BODY_UNSUBSCRIBE:
+        session_unsubscribe(lp, s, f);
+        break;
+    case HERALD__FRAME__BODY_PUBLISH:
+        session_publish(lp, s, f);
+        break;
+    case HERALD__FRAME__BODY_PING:
+        session_ping(lp, s, f);
+        break;
+    case HERALD__FRAME__BODY_PRESENCE_REQUEST:
+        /* TODO(#6): presence through the engine. */
+        gw_session_error(lp, s, f->id, GW_PERR_NOT_SUPPORTED, 0);
+        break;
+    default:
+        /* Server-to-client frames and an empty body. */
+        gw_session_error(lp, s, f->id, GW_PERR_BAD_REQUEST, 0);
+        break;
+    }
+}
+
+/* --- input -------------------------------------------------------------------------------- */
+
+static void session_decode_failed(gw_loop_t *lp, gw_session_t *s, int rc)
+{
+    if (rc == PROTO_ERR_TOO_LARGE)
+        gw_session_error(lp, s, 0, GW_PERR_FRAME_TOO_LARGE, 0);
+    else if (rc == PROTO_ERR_BAD_VARINT || rc == PROTO_ERR_UNDECODABLE)
+        gw_session_error(lp, s, 0, GW_PERR_UNDECODABLE, 0);
+    else
+        nl_conn_close(s->conn, rc); /* -ENOMEM: nothing sensible to say */
+}
+
+void gw_session_process(gw_loop_t *lp, gw_session_t *s, nl_buf_t *in)
+{
+    nl_conn_t *c = s->conn;
+    size_t max_frame = lp->node->cfg.max_frame_bytes;
+    while (s->state == GW_SESSION_AWAIT_CONNECT || s->state == GW_SESSION_AUTHENTICATED) {
+        Herald__Frame *f = NULL;
+        int rc = proto_frame_decode(in, max_frame, &f);
+        if (rc == 0)
+            return;
+        if (rc < 0) {
+            session_decode_failed(lp, s, rc);
+            break;
+        }
+        if ((unsigned)f->body_case < GW_STATS_FRAME_TYPES)
+            lp->stats.frames_in[f->body_case]++;
+        session_dispatch(lp, s, f, in);
+        proto_frame_free(f);
+        if (nl_conn_state(c) == NL_CONN_DISCONNECTED)
+            return;
+        s = nl_conn_data(c); /* Connect may have reallocated it */
+    }
+    if (s->state == GW_SESSION_CLOSING)
+        nl_buf_retrieve_all(in);
+}
+
+static void session_on_message(nl_conn_t *c, nl_buf_t *in)
+{
+    gw_session_t *s = nl_conn_data(c);
+    gw_loop_t *lp = gw_loop_current();
+    if (s->state == GW_SESSION_AUTHENTICATED) {
+        /* Any input is activity: one store (the wheel re-files lazily). */
+        gw_heartbeat_touch(&lp->hb, &s->deadline,
+                           session_now_ms(lp) + lp->node->cfg.idle_timeout_ms);
+    }
+    if (s->state == GW_SESSION_AUTHENTICATING)
+        return; /* reading is paused; these bytes wait for the verdict */
+    gw_session_process(lp, s, in);
+}
+
+/* --- lifecycle ---------------------------------------------------------------------------- */
+
+static void session_on_connected(nl_conn_t *c)
+{
+    gw_loop_t *lp = gw_loop_current();
+    gw_node_t *node = lp->node;
+    if (lp->is_stopping) {
+        nl_conn_close(c, 0);
+        return;
+    }
+    gw_session_t *s = calloc(1, sizeof(*s));
+    if (!s) {
+        nl_conn_close(c, -ENOMEM);
+        return;
+    }
+    s->conn = c;
+    s->state = GW_SESSION_AWAIT_CONNECT;
+    s->close_reason = GW_SESSION_NO_REASON;
+    nl_conn_set_data(c, s);
+    lp->stats.accepts++;
+    uint64_t n = atomic_fetch_add_explicit(&node->connections, 1, memory_order_relaxed) + 1;
+    if (n > node->cfg.max_connections) {
+        gw_session_begin_close(lp, s, GW_CLOSE_SERVER_FULL, HERALD__DISCONNECT__CODE__SERVER_FULL,
+                               "server full", true);
+        return;
+    }
+    gw_heartbeat_set(&lp->hb, &s->deadline, session_now_ms(lp) + node->cfg.connect_timeout_ms);
+}
+
+static void session_on_close(nl_conn_t *c, int reason)
+{
+    gw_session_t *s = nl_conn_data(c);
+    if (!s)
+        return;
+    gw_loop_t *lp = gw_loop_current();
+    gw_heartbeat_cancel(&lp->hb, &s->deadline);
+    gw_sub_remove_all(&lp->subs, &s->subs);
+    gw_close_reason_t why = s->close_reason != GW_SESSION_NO_REASON ? s->close_reason
+                            : reason == 0                           ? GW_CLOSE_PEER
+                                                                    : GW_CLOSE_IO_ERROR;
+    lp->stats.closes[why]++;
+    if (s->flags & GW_SESSION_IS_AUTHED)
+        lp->stats.authenticated--;
+    atomic_fetch_sub_explicit(&lp->node->connections, 1, memory_order_relaxed);
+    nl_conn_set_data(c, NULL);
+    free(s);
+}
+
+void gw_session_on_deadline(nl_wheel_entry_t *e, void *arg)
+{
+    gw_loop_t *lp = arg;
+    gw_session_t *s = (gw_session_t *)((char *)e - offsetof(gw_session_t, deadline));
+    switch (s->state) {
+    case GW_SESSION_AWAIT_CONNECT:
+    case GW_SESSION_AUTHENTICATING:
+        gw_session_begin_close(lp, s, GW_CLOSE_HANDSHAKE_TIMEOUT,
+                               HERALD__DISCONNECT__CODE__IDLE_TIMEOUT, "handshake timeout", false);
+        break;
+    case GW_SESSION_AUTHENTICATED:
+        gw_session_begin_close(lp, s, GW_CLOSE_IDLE_TIMEOUT, HERALD__DISCONNECT__CODE__IDLE_TIMEOUT,
+                               "idle timeout", true);
+        break;
+    default:
+        nl_conn_close(s->conn, -ETIMEDOUT);
+        break;
+    }
+}
+
+const nl_conn_cbs_t gw_session_conn_cbs = {
+    .on_connected = session_on_connected,
+    .on_message = session_on_message,
+    .on_close = session_on_close,
+};
+
+/* --- delivery ----------------------------------------------------------------------------- */
+
+/* Past the high-water mark: drop (counted; the client sees the offset gap) or disconnect. */
+static bool session_slow(gw_loop_t *lp, gw_session_t *s)
+{
+    if (lp->slow_policy == GW_SLOW_DROP) {
+        lp->stats.slow_drops++;
+        if (!(s->flags & GW_SESSION_IS_DROPPING)) {
+            s->flags |= GW_SESSION_IS_DROPPING;
+            NL_LOG(NL_DEBUG, "slow_consumer_dropping", "conn=%" PRIu64 " user=%s",
+                   nl_conn_id(s->conn), gw_session_user(s));
+        }
+        return false;
+    }
+    if (s->state == GW_SESSION_CLOSING || nl_conn_state(s->conn) == NL_CONN_DISCONNECTED)
+        return false;
+    /* Inside a delivery loop: the index must not change now, so the subscriptions go in
+     * on_close; a forced close drops output the client was never going to read anyway. */
+    Herald__Disconnect d = HERALD__DISCONNECT__INIT;
+    d.code = HERALD__DISCONNECT__CODE__SLOW_CONSUMER;
+    d.reason = (char *)"slow consumer";
+    d.reconnect = true;
+    d.reconnect_delay_ms = 1000;
+    Herald__Frame f = HERALD__FRAME__INIT;
+    f.body_case = HERALD__FRAME__BODY_DISCONNECT;
+    f.disconnect = &d;
+    (void)gw_session_send(lp, s, &f);
+    s->state = GW_SESSION_CLOSING;
+    s->close_reason = GW_CLOSE_SLOW_CONSUMER;
+    lp->stats.slow_drops++;
+    nl_conn_close(s->conn, -ENOBUFS);
+    return false;
+}
+
+/* How far ahead the delivery loop prefetches: sessions at +8, their connections at +4, so each
+ * line is requested a few deliveries before it is read (10k subscribers do not fit in L1/L2). */
+#define DELIVER_AHEAD_SESSION 8
+#define DELIVER_AHEAD_CONN 4
+
+uint64_t gw_session_deliver(gw_loop_t *lp, gw_sub_set_t *const *members, uint32_t n, nl_block_t *b)
+{
+    uint64_t queued = 0;
+    size_t high_water = lp->high_water_bytes;
+    for (uint32_t i = 0; i < n; i++) {
+        if (i + DELIVER_AHEAD_SESSION < n)
+            __builtin_prefetch(gw_session_of_set(members[i + DELIVER_AHEAD_SESSION]));
+        if (i + DELIVER_AHEAD_CONN < n)
+            __builtin_prefetch(gw_session_of_set(members[i + DELIVER_AHEAD_CONN])->conn);
+        gw_session_t *s = gw_session_of_set(members[i]);
+        nl_conn_t *c = s->conn;
+        if (high_water && nl_conn_output_bytes(c) >= high_water) {
+            queued += session_slow(lp, s);
+            continue;
+        }
+        if (__builtin_expect(s->flags & GW_SESSION_IS_DROPPING, 0))
+            s->flags &= (uint8_t)~GW_SESSION_IS_DROPPING;
+        queued += nl_conn_send_block(c, b) == 0;
+    }
+    return queued;
+}
+
+/* --- subscription index hooks ------------------------------------------------------------- */
+
+static void session_on_join(const char *name, size_t len, uint32_t hash, void *arg)
+{
+    gw_loop_t *lp = arg;
+    gw_engine_join(lp->node->engine, lp->index, name, len, hash);
+}
+
+static void session_on_leave(const char *name, size_t len, uint32_t hash, void *arg)
+{
+    gw_loop_t *lp = arg;
+    gw_engine_leave(lp->node->engine, lp->index, name, len, hash);
+}
+
+static void session_on_joined(gw_sub_set_t *set, uint64_t req_id, int status,
+                              const gw_sub_entry_t *e, void *arg)
+{
+    gw_loop_t *lp = arg;
+    gw_session_t *s = gw_session_of_set(set);
+    if (status < 0)
+        gw_session_error(lp, s, req_id, GW_PERR_INTERNAL, 0);
+    else
+        session_send_subscribe_ok(lp, s, req_id, e);
+}
+
+const gw_sub_index_cbs_t gw_session_sub_cbs = {
+    .join = session_on_join,
+    .leave = session_on_leave,
+    .joined = session_on_joined,
+};
+
+/* --- shutdown ----------------------------------------------------------------------------- */
+
+static void session_close_one(nl_wheel_entry_t *e, void *arg)
+{
+    gw_loop_t *lp = arg;
+    gw_session_t *s = (gw_session_t *)((char *)e - offsetof(gw_session_t, deadline));
+    if (s->state != GW_SESSION_CLOSING) {
+        Herald__Disconnect d = HERALD__DISCONNECT__INIT;
+        d.code = HERALD__DISCONNECT__CODE__SHUTDOWN;
+        d.reason = (char *)"node shutting down";
+        d.reconnect = true;
+        d.reconnect_delay_ms = 1000;
+        Herald__Frame f = HERALD__FRAME__INIT;
+        f.body_case = HERALD__FRAME__BODY_DISCONNECT;
+        f.disconnect = &d;
+        (void)gw_session_send(lp, s, &f);
+        s->close_reason = GW_CLOSE_SHUTDOWN;
+    }
+    nl_conn_close(s->conn, 0);
+}
+
+void gw_session_close_all(gw_loop_t *lp)
+{
+    gw_heartbeat_foreach(&lp->hb, session_close_one, lp);
+}

@@ -1,0 +1,91 @@
+/*
+ * gw_session: one client connection's protocol state, hung off its nl_conn (nl_conn_data).
+ *
+ * States:
+ *   AWAIT_CONNECT   accepted; the first frame must be Connect. Handshake deadline running.
+ *   AUTHENTICATING  Connect's token is being verified on the worker pool. Reading is paused;
+ *                   frames the client already sent wait in the input buffer and are handled
+ *                   once the verdict is in. The verdict comes back to this loop through its
+ *                   post queue, addressed by (loop, connection id): a connection that closed
+ *                   meanwhile is simply not found.
+ *   AUTHENTICATED   Subscribe, Unsubscribe, Publish, Ping, PresenceRequest. Idle deadline
+ *                   pushed back by every frame.
+ *   CLOSING         a fatal error was answered (Error + Disconnect), output is draining and the
+ *                   write side half-closed; input is discarded; a short linger deadline forces
+ *                   the close if the client does not hang up.
+ *
+ * Protocol errors are one enum (gw_proto_err_t), mapped to Error and Disconnect codes, metric
+ * labels and close reasons in one table in gw_session.c.
+ *
+ * Memory: a session is one allocation: the connection pointer, its wheel entry, its
+ * subscriptions (two inline), the publish token bucket, and after Connect the user id and the
+ * token's channel patterns packed inline. See gw_session_sizeof.
+ *
+ * Thread: everything runs on the connection's IO loop. Ownership: created in on_connected,
+ * freed in on_close (after leaving every channel).
+ */
+#ifndef HERALD_GATEWAY_GW_SESSION_H
+#define HERALD_GATEWAY_GW_SESSION_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gw_sub.h"
+#include "netlib/nl_block.h"
+#include "netlib/nl_conn.h"
+#include "netlib/nl_wheel.h"
+
+typedef struct gw_loop_s gw_loop_t;
+
+/* Protocol errors a session answers. */
+typedef enum gw_proto_err_e {
+    GW_PERR_BAD_REQUEST = 0, /* fatal: out-of-order or server-only frame */
+    GW_PERR_UNDECODABLE,     /* fatal: not a Frame */
+    GW_PERR_FRAME_TOO_LARGE, /* fatal: over max_frame_bytes */
+    GW_PERR_UNAUTHORIZED,    /* fatal: token missing, malformed, forged */
+    GW_PERR_TOKEN_EXPIRED,   /* fatal */
+    GW_PERR_FORBIDDEN,       /* channel not in the token's patterns */
+    GW_PERR_BUSY,            /* worker pool full: retry Connect */
+    GW_PERR_RATE_LIMITED,    /* publish rate exceeded */
+    GW_PERR_TOO_MANY_SUBSCRIPTIONS,
+    GW_PERR_BAD_CHANNEL,
+    GW_PERR_NOT_SUBSCRIBED,
+    GW_PERR_ALREADY_SUBSCRIBED,
+    GW_PERR_ALREADY_CONNECTED, /* a second Connect */
+    GW_PERR_NOT_SUPPORTED,     /* a request this node cannot serve yet (presence) */
+    GW_PERR_INTERNAL,          /* ENOMEM and the like */
+    GW_PERR_COUNT
+} gw_proto_err_t;
+
+/* The callbacks every client connection gets (nl_server_opts_t.cbs). */
+extern const nl_conn_cbs_t gw_session_conn_cbs;
+
+/* The subscription index callbacks (join/leave go to the engine, joined answers
+ * SubscribeOk); arg is the gw_loop_t. */
+extern const gw_sub_index_cbs_t gw_session_sub_cbs;
+
+/* The heartbeat expiry hook (gw_heartbeat_init's on_expire, arg = the gw_loop_t): a deadline
+ * passed: handshake (Disconnect{IDLE_TIMEOUT} "handshake timeout"), idle
+ * (Disconnect{IDLE_TIMEOUT}), or the linger of a closing connection (forced close).
+ * Thread: the loop's. */
+void gw_session_on_deadline(nl_wheel_entry_t *e, void *arg);
+
+/* Queues a Push block to each of the n subscribers (sets embedded in sessions), except slow
+ * consumers (queued output at or past the high-water mark): for those, per policy, the Push is
+ * dropped and counted, or the connection gets Disconnect{SLOW_CONSUMER} and is closed (its
+ * subscriptions go in on_close, so members stays valid throughout).
+ * Returns: how many were queued. Thread: lp's loop. */
+uint64_t gw_session_deliver(gw_loop_t *lp, gw_sub_set_t *const *members, uint32_t n, nl_block_t *b);
+
+/* Sends Disconnect{SHUTDOWN, reconnect} to every session of the loop and closes them.
+ * Thread: lp's loop. */
+void gw_session_close_all(gw_loop_t *lp);
+
+/* Bytes of a session before Connect (its fixed part); the user id and patterns add theirs. */
+size_t gw_session_sizeof(void);
+
+/* Static snake_case name of a protocol error ("rate_limited"). Thread: any. */
+const char *gw_proto_err_str(gw_proto_err_t err);
+
+#endif

@@ -1,0 +1,294 @@
+/*
+ * gw_session_auth: Connect. The token is verified on the worker pool (HMAC and JSON parsing
+ * stay off the IO loop); the verdict comes back to the owning loop as the pool's done
+ * callback, posted through the loop's queue and eventfd. The request carries only names:
+ * (loop, connection id). If the connection closed meanwhile, nl_conn_lookup does not find it
+ * and the verdict is dropped.
+ *
+ * While the token is checked the connection does not read: frames the client pipelined after
+ * Connect stay in its input buffer (bounded by max_input_bytes) and are handled as soon as the
+ * session is authenticated, in order. A full pool answers Error{BUSY} and the client may send
+ * Connect again; the loop never waits.
+ *
+ * Insecure mode (--insecure) skips verification and allows every channel. The user id is the
+ * token's sub claim when the token is shaped like a JWT (read, not verified: load generators
+ * send real tokens), otherwise the token itself ("anonymous" when empty). gw_node logs
+ * ev=insecure_mode at startup.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "gw_channel_name.h"
+#include "gw_node.h"
+#include "gw_session.h"
+#include "gw_session_int.h"
+#include "gw_token.h"
+#include "netlib/nl_common.h"
+#include "netlib/nl_log.h"
+#include "netlib/nl_pool.h"
+#include "proto_frame.h"
+
+/* A Connect on its way through the pool. Workers read the token and config and write only
+ * verdict and claims; the loop reads them after the done post (a happens-before edge). */
+typedef struct auth_req_s {
+    const gw_config_t *cfg;
+    nl_loop_t *loop;
+    uint64_t conn_id;
+    uint64_t frame_id; /* the Connect's request id */
+    nl_buf_t *in;      /* the connection's input buffer, embedded in it: valid while it is */
+    gw_token_err_t verdict;
+    gw_token_claims_t claims;
+    size_t token_len;
+    char token[];
+} auth_req_t;
+
+bool gw_session_allows(const gw_session_t *s, const char *name, size_t len)
+{
+    if (s->flags & GW_SESSION_ALL_CHANNELS)
+        return true;
+    const char *p = s->data + s->user_len + 1;
+    for (uint32_t i = 0; i < s->n_patterns; i++) {
+        size_t plen = strlen(p);
+        if (gw_channel_pattern_match(p, plen, name, len))
+            return true;
+        p += plen + 1;
+    }
+    return false;
+}
+
+static void auth_send_connect_ok(gw_loop_t *lp, gw_session_t *s, uint64_t id)
+{
+    const gw_config_t *cfg = &lp->node->cfg;
+    char client_id[GW_CONFIG_NAME_MAX + 24];
+    snprintf(client_id, sizeof(client_id), "%s-%" PRIu64, lp->node->node_id, nl_conn_id(s->conn));
+    Herald__ConnectOk ok = HERALD__CONNECT_OK__INIT;
+    ok.client_id = client_id;
+    ok.node_id = lp->node->node_id;
+    ok.ping_interval_ms = (uint32_t)cfg->ping_interval_ms;
+    ok.idle_timeout_ms = (uint32_t)cfg->idle_timeout_ms;
+    ok.user_id = s->data;
+    ok.max_frame_bytes = (uint32_t)cfg->max_frame_bytes;
+    Herald__Frame f = HERALD__FRAME__INIT;
+    f.id = id;
+    f.body_case = HERALD__FRAME__BODY_CONNECT_OK;
+    f.connect_ok = &ok;
+    (void)gw_session_send(lp, s, &f);
+}
+
+/* The session grows to hold the user id and patterns. Nothing points into it but the
+ * connection's data pointer and the wheel entry (no subscriptions before Connect), so the
+ * entry leaves the wheel around the realloc. Returns the session, or NULL after answering
+ * Error{INTERNAL} (the session stays, back in AWAIT_CONNECT). */
+static gw_session_t *auth_grow(gw_loop_t *lp, gw_session_t *s, uint64_t id, const char *user,
+                               size_t user_len, const gw_token_claims_t *claims)
+{
+    size_t patterns_len = 0;
+    for (size_t i = 0; claims && i < claims->channel_count; i++)
+        patterns_len += (size_t)claims->channel_lens[i] + 1;
+    gw_heartbeat_cancel(&lp->hb, &s->deadline);
+    size_t size = offsetof(gw_session_t, data) + user_len + 1 + patterns_len;
+    gw_session_t *ns = realloc(s, size > sizeof(*ns) ? size : sizeof(*ns));
+    if (!ns) {
+        s->state = GW_SESSION_AWAIT_CONNECT;
+        gw_heartbeat_set(&lp->hb, &s->deadline, nl_loop_now_ms(lp->loop) + 1000);
+        gw_session_error(lp, s, id, GW_PERR_INTERNAL, 0);
+        return NULL;
+    }
+    nl_conn_set_data(ns->conn, ns);
+    nl_wheel_entry_init(&ns->deadline);
+    memcpy(ns->data, user, user_len);
+    ns->data[user_len] = '\0';
+    ns->user_len = (uint16_t)user_len;
+    char *p = ns->data + user_len + 1;
+    for (size_t i = 0; claims && i < claims->channel_count; i++) {
+        size_t plen;
+        const char *pat = gw_token_claims_channel(claims, i, &plen);
+        memcpy(p, pat, plen);
+        p[plen] = '\0';
+        p += plen + 1;
+    }
+    ns->n_patterns = claims ? (uint8_t)claims->channel_count : 0;
+    return ns;
+}
+
+/* Connect succeeded: the session becomes AUTHENTICATED and answers ConnectOk. */
+static gw_session_t *auth_accept(gw_loop_t *lp, gw_session_t *s, uint64_t id, const char *user,
+                                 size_t user_len, const gw_token_claims_t *claims)
+{
+    const gw_config_t *cfg = &lp->node->cfg;
+    s = auth_grow(lp, s, id, user, user_len, claims);
+    if (!s)
+        return NULL;
+    s->state = GW_SESSION_AUTHENTICATED;
+    s->flags |= GW_SESSION_IS_AUTHED | (claims ? 0 : GW_SESSION_ALL_CHANNELS);
+    uint64_t burst_milli = (uint64_t)(cfg->publish_burst ? cfg->publish_burst : 1) * 1000;
+    s->rl_milli = burst_milli > UINT32_MAX ? UINT32_MAX : (uint32_t)burst_milli;
+    uint64_t now_ms = nl_loop_now_ms(lp->loop);
+    s->rl_ms = (uint32_t)now_ms;
+    lp->stats.authenticated++;
+    lp->stats.auth_ok++;
+    gw_heartbeat_set(&lp->hb, &s->deadline, now_ms + cfg->idle_timeout_ms);
+    auth_send_connect_ok(lp, s, id);
+    return s;
+}
+
+static void auth_refuse(gw_loop_t *lp, gw_session_t *s, uint64_t id, gw_token_err_t verdict,
+                        const char *token, size_t len)
+{
+    unsigned idx = (unsigned)(-(int)verdict - 1);
+    if (idx < GW_AUTH_FAIL_BUSY)
+        lp->stats.auth_failures[idx]++;
+    char tag[GW_TOKEN_HASH_SHORT_LEN + 1];
+    gw_token_hash_short(token, len, tag);
+    NL_LOG(NL_DEBUG, "auth_failed", "conn=%" PRIu64 " reason=%s token=%s", nl_conn_id(s->conn),
+           gw_token_err_str(verdict), tag);
+    /* PROTOCOL.md: a token before its nbf is answered like an expired one (get a new token). */
+    bool is_expired = verdict == GW_TOKEN_ERR_EXPIRED || verdict == GW_TOKEN_ERR_NOT_YET_VALID;
+    gw_session_error(lp, s, id, is_expired ? GW_PERR_TOKEN_EXPIRED : GW_PERR_UNAUTHORIZED, 0);
+}
+
+/* Runs on a worker: the only slow part. */
+static int auth_work(void *arg)
+{
+    auth_req_t *req = arg;
+    const gw_config_t *cfg = req->cfg;
+    int64_t now_s = (int64_t)(nl_wall_ms() / 1000);
+    req->verdict =
+        gw_token_verify(req->token, req->token_len, cfg->token_secret, strlen(cfg->token_secret),
+                        now_s, cfg->max_channel_bytes, &req->claims);
+    return 0;
+}
+
+/* Runs on the connection's loop with the verdict. */
+static void auth_done(void *arg, int status)
+{
+    auth_req_t *req = arg;
+    gw_loop_t *lp = gw_loop_current();
+    nl_conn_t *c = nl_conn_lookup(req->loop, req->conn_id);
+    gw_session_t *s = c ? nl_conn_data(c) : NULL;
+    if (!s || s->state != GW_SESSION_AUTHENTICATING) {
+        free(req); /* closed (or closing) meanwhile */
+        return;
+    }
+    if (status < 0) {
+        /* The pool was shut down before the work ran: the node is stopping. */
+        s->state = GW_SESSION_AWAIT_CONNECT;
+        nl_conn_resume_read(c);
+        gw_session_error(lp, s, req->frame_id, GW_PERR_BUSY, 1000);
+    } else if (req->verdict != GW_TOKEN_OK) {
+        s->state = GW_SESSION_AWAIT_CONNECT;
+        auth_refuse(lp, s, req->frame_id, req->verdict, req->token, req->token_len);
+    } else {
+        s = auth_accept(lp, s, req->frame_id, req->claims.sub, strlen(req->claims.sub),
+                        &req->claims);
+        if (s) {
+            nl_conn_resume_read(c);
+            /* Frames pipelined behind Connect have waited in the input buffer. */
+            gw_session_process(lp, s, req->in);
+        }
+    }
+    free(req);
+}
+
+static int b64url_value(unsigned char c)
+{
+    if (c >= 'A' && c <= 'Z')
+        return c - 'A';
+    if (c >= 'a' && c <= 'z')
+        return c - 'a' + 26;
+    if (c >= '0' && c <= '9')
+        return c - '0' + 52;
+    return c == '-' ? 62 : c == '_' ? 63 : -1;
+}
+
+/* Decodes unpadded base64url; returns the decoded length or -1. out holds len * 3 / 4 + 3. */
+static ssize_t b64url_decode(const char *in, size_t len, unsigned char *out)
+{
+    size_t n = 0;
+    uint32_t acc = 0;
+    int bits = 0;
+    for (size_t i = 0; i < len; i++) {
+        int v = b64url_value((unsigned char)in[i]);
+        if (v < 0)
+            return -1;
+        acc = (acc << 6) | (uint32_t)v;
+        bits += 6;
+        if (bits >= 8) {
+            bits -= 8;
+            out[n++] = (unsigned char)(acc >> bits);
+        }
+    }
+    return (ssize_t)n;
+}
+
+/* Insecure mode: the sub claim of a JWT-shaped token, unverified, into out (GW_TOKEN_SUB_MAX
+ * + 1 bytes). Returns its length, or 0 when the token is not a JWT with a usable sub. */
+static size_t auth_insecure_sub(const char *token, size_t len, char *out)
+{
+    const char *dot1 = memchr(token, '.', len);
+    const char *dot2 = dot1 ? memchr(dot1 + 1, '.', len - (size_t)(dot1 + 1 - token)) : NULL;
+    if (!dot2 || len > GW_TOKEN_MAX_BYTES)
+        return 0;
+    unsigned char claims[GW_TOKEN_MAX_BYTES];
+    ssize_t n = b64url_decode(dot1 + 1, (size_t)(dot2 - dot1 - 1), claims);
+    if (n <= 0)
+        return 0;
+    json_t *root = json_loadb((const char *)claims, (size_t)n, 0, NULL);
+    const char *sub = json_string_value(json_object_get(root, "sub"));
+    size_t sub_len = sub ? strlen(sub) : 0;
+    if (sub_len > GW_TOKEN_SUB_MAX)
+        sub_len = 0;
+    if (sub_len)
+        memcpy(out, sub, sub_len + 1);
+    json_decref(root);
+    return sub_len;
+}
+
+void gw_session_connect(gw_loop_t *lp, gw_session_t *s, const Herald__Frame *f, nl_buf_t *in)
+{
+    const gw_config_t *cfg = &lp->node->cfg;
+    const char *token = f->connect && f->connect->token ? f->connect->token : "";
+    size_t len = strlen(token);
+    if (cfg->is_insecure) {
+        char sub[GW_TOKEN_SUB_MAX + 1];
+        size_t user_len = auth_insecure_sub(token, len, sub);
+        if (user_len > 0)
+            (void)auth_accept(lp, s, f->id, sub, user_len, NULL);
+        else if (len > 0)
+            (void)auth_accept(lp, s, f->id, token, len > GW_TOKEN_SUB_MAX ? GW_TOKEN_SUB_MAX : len,
+                              NULL);
+        else
+            (void)auth_accept(lp, s, f->id, "anonymous", 9, NULL);
+        return;
+    }
+    if (len == 0 || len > GW_TOKEN_MAX_BYTES) {
+        auth_refuse(lp, s, f->id, GW_TOKEN_ERR_MALFORMED, token, len);
+        return;
+    }
+    auth_req_t *req = malloc(sizeof(*req) + len + 1);
+    if (!req) {
+        gw_session_error(lp, s, f->id, GW_PERR_INTERNAL, 0);
+        return;
+    }
+    req->cfg = cfg;
+    req->loop = lp->loop;
+    req->conn_id = nl_conn_id(s->conn);
+    req->frame_id = f->id;
+    req->in = in;
+    req->token_len = len;
+    memcpy(req->token, token, len + 1);
+    int err = nl_pool_submit(lp->node->pool, lp->loop, auth_work, auth_done, req);
+    if (err < 0) {
+        free(req);
+        lp->stats.auth_failures[GW_AUTH_FAIL_BUSY]++;
+        gw_session_error(lp, s, f->id, GW_PERR_BUSY, 1000);
+        return;
+    }
+    s->state = GW_SESSION_AUTHENTICATING;
+    nl_conn_pause_read(s->conn);
+}

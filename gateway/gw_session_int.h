@@ -1,0 +1,94 @@
+/*
+ * gw_session_int.h: the session's layout and what gw_session.c (lifecycle, input, delivery)
+ * and gw_session_auth.c (Connect and token verification) share. Private to those two files.
+ *
+ * Layout (78 bytes before Connect on x86-64, see gw_session_sizeof): the connection pointer,
+ * the deadline wheel entry, the subscription set with two inline slots, the publish token
+ * bucket, state bytes, then after Connect the user id and the token's channel patterns packed
+ * inline ("user\0pattern1\0pattern2\0"). The struct is reallocated once, at authentication,
+ * when nothing points into it but the wheel entry (re-filed around the realloc) and the
+ * connection's data pointer.
+ */
+#ifndef HERALD_GATEWAY_GW_SESSION_INT_H
+#define HERALD_GATEWAY_GW_SESSION_INT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gw_node.h"
+#include "gw_session.h"
+#include "gw_sub.h"
+#include "herald.pb-c.h"
+#include "netlib/nl_buf.h"
+#include "netlib/nl_conn.h"
+#include "netlib/nl_wheel.h"
+
+typedef enum gw_session_state_e {
+    GW_SESSION_AWAIT_CONNECT = 0,
+    GW_SESSION_AUTHENTICATING,
+    GW_SESSION_AUTHENTICATED,
+    GW_SESSION_CLOSING,
+} gw_session_state_t;
+
+/* s->flags */
+#define GW_SESSION_IS_AUTHED 0x01u    /* counted in stats.authenticated */
+#define GW_SESSION_ALL_CHANNELS 0x02u /* insecure mode: every channel allowed */
+#define GW_SESSION_IS_DROPPING 0x04u  /* slow consumer, dropping Pushes (logged once) */
+
+/* s->close_reason before the session decided one. */
+#define GW_SESSION_NO_REASON 0xffu
+
+/* How long a closing connection may take to hang up after Disconnect. */
+#define GW_SESSION_LINGER_MS 2000u
+
+typedef struct gw_session_s {
+    nl_conn_t *conn;
+    nl_wheel_entry_t deadline; /* handshake, idle or linger deadline */
+    gw_sub_set_t subs;
+    uint32_t rl_milli; /* publish tokens, in thousandths */
+    uint32_t rl_ms;    /* low 32 bits of the loop clock at the last refill */
+    uint8_t state;     /* gw_session_state_t */
+    uint8_t close_reason;
+    uint8_t flags;
+    uint8_t n_patterns;
+    uint16_t user_len;
+    char data[]; /* user id, NUL, patterns (each NUL-terminated) */
+} gw_session_t;
+
+static inline gw_session_t *gw_session_of_set(gw_sub_set_t *set)
+{
+    return (gw_session_t *)((char *)set - offsetof(gw_session_t, subs));
+}
+
+/* Sends f on s's connection, counted in frames_out. Returns 0 or a negative errno (the
+ * connection then closes by itself on a write error). */
+int gw_session_send(gw_loop_t *lp, gw_session_t *s, const Herald__Frame *f);
+
+/* Answers request id with the Error for err; a fatal err also sends Disconnect and starts
+ * closing. retry_after_ms is for BUSY and RATE_LIMITED (0 otherwise). */
+void gw_session_error(gw_loop_t *lp, gw_session_t *s, uint64_t id, gw_proto_err_t err,
+                      uint32_t retry_after_ms);
+
+/* Sends Disconnect{code}, leaves every channel, half-closes once output drains and lingers
+ * GW_SESSION_LINGER_MS for the client to hang up. reason goes to the closes metric. */
+void gw_session_begin_close(gw_loop_t *lp, gw_session_t *s, gw_close_reason_t reason,
+                            Herald__Disconnect__Code code, const char *text, bool reconnect);
+
+/* Decodes and handles every complete frame in in (stops while AUTHENTICATING). */
+void gw_session_process(gw_loop_t *lp, gw_session_t *s, nl_buf_t *in);
+
+/* Connect: verifies the token (on the worker pool, or at once in insecure mode).
+ * May reallocate s: re-read nl_conn_data afterwards. */
+void gw_session_connect(gw_loop_t *lp, gw_session_t *s, const Herald__Frame *f, nl_buf_t *in);
+
+/* Whether s's token allows channel name[0..len). */
+bool gw_session_allows(const gw_session_t *s, const char *name, size_t len);
+
+/* The user id (NUL-terminated; "" before Connect). */
+static inline const char *gw_session_user(const gw_session_t *s)
+{
+    return s->user_len ? s->data : "";
+}
+
+#endif

@@ -1,0 +1,199 @@
+/*
+ * gw_sub: one IO loop's subscription index: channel name -> the subscribers of that channel on
+ * this loop (DESIGN.md, "Threads and ownership": each loop owns its slice of the index).
+ *
+ * An entry exists while the loop has at least one subscriber of its channel, and is in one of
+ * two states:
+ *   - JOINING: the first local subscriber arrived and the index asked the engine (cbs->join) to
+ *     add this loop to the channel's audience. Every member is waiting for its SubscribeOk, so
+ *     the entry keeps (member, request id) pairs. Messages that arrive now predate the join and
+ *     are not delivered (gw_sub_entry_is_active is false).
+ *   - ACTIVE: the engine answered (gw_sub_joined) with the channel's offset and epoch. Members
+ *     added later get their SubscribeOk at once, with the offset of the last message this loop
+ *     saw (gw_sub_entry_advance), because every later message reaches them too.
+ * The last member leaving an ACTIVE entry frees it and asks the engine to drop the loop
+ * (cbs->leave). A JOINING entry that loses its last member stays until the engine answers, and
+ * is then freed with a leave: a leave overtaking its own join could otherwise strand the
+ * audience bit or deliver a gap to a later subscriber.
+ *
+ * A subscriber is a gw_sub_set_t embedded in its session: the channels it is in, two inline and
+ * more on the heap. Each slot remembers the subscriber's position in the entry's member array,
+ * so leaving a channel of 100k subscribers is O(1).
+ *
+ * Thread: an index and its sets belong to one loop; nothing locks.
+ * Ownership: the caller owns the index value and each set; the index owns its entries.
+ * Callbacks: cbs->join and cbs->leave run inside gw_sub_add/remove/joined; cbs->joined runs
+ * inside gw_sub_joined and must not add to or remove from the entry it reports.
+ * Usage: gw_sub_index_init(&ix, &cbs, arg); on Subscribe: rc = gw_sub_add(&ix, &s->subs, ...)
+ *        (1: answer now, 0: cbs->joined answers later); on a message: e = gw_sub_find(...),
+ *        if active, deliver to gw_sub_entry_members(e, &n); on close: gw_sub_remove_all.
+ */
+#ifndef HERALD_GATEWAY_GW_SUB_H
+#define HERALD_GATEWAY_GW_SUB_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gw_chantab.h"
+
+/* Slots held inside a set before it moves them to the heap: a personal and a shared channel. */
+#define GW_SUB_INLINE 2
+
+typedef struct gw_sub_entry_s gw_sub_entry_t;
+
+/* The channels one subscriber is in. Zero-filled is a valid empty set. Slot i is (entry[i],
+ * pos[i]): the channel's entry and the set's index in that entry's member array. Two parallel
+ * arrays rather than an array of pairs, so that two inline slots take 24 bytes, not 32.
+ * Read it through gw_sub_set_count / gw_sub_set_has; only gw_sub.c writes it. */
+typedef struct gw_sub_set_s {
+    union {
+        gw_sub_entry_t *inl[GW_SUB_INLINE]; /* cap == 0 */
+        gw_sub_entry_t **heap;              /* cap entries, then cap uint32_t positions */
+    } u;
+    uint32_t inl_pos[GW_SUB_INLINE];
+    uint16_t count;
+    uint16_t cap; /* 0 while the inline slots are used */
+} gw_sub_set_t;
+
+typedef enum gw_sub_state_e {
+    GW_SUB_JOINING = 0,
+    GW_SUB_ACTIVE = 1,
+} gw_sub_state_t;
+
+struct gw_sub_pending_s;
+
+/* Read the fields through the accessors below; only gw_sub.c writes them. */
+struct gw_sub_entry_s {
+    union {
+        gw_sub_set_t *one;   /* cap <= 1: the only member, inline */
+        gw_sub_set_t **many; /* cap > 1 */
+    } m;
+    uint32_t count;
+    uint32_t cap;
+    uint64_t offset; /* ACTIVE: the latest offset this loop has seen */
+    union {
+        uint64_t epoch;                   /* ACTIVE */
+        struct gw_sub_pending_s *pending; /* JOINING: who waits for SubscribeOk */
+    } u;
+    gw_chankey_t key; /* key.user is the gw_sub_state_t */
+    char name[];      /* key.name_len bytes and a NUL */
+};
+
+/* Asks the engine to add (join) or remove (leave) this loop for a channel. */
+typedef void (*gw_sub_engine_cb)(const char *name, size_t len, uint32_t hash, void *arg);
+/* A pending subscription completed: status 0 with e ACTIVE, or a negative errno with e NULL
+ * (the subscription is already undone). */
+typedef void (*gw_sub_joined_cb)(gw_sub_set_t *set, uint64_t req_id, int status,
+                                 const gw_sub_entry_t *e, void *arg);
+
+typedef struct gw_sub_index_cbs_s {
+    gw_sub_engine_cb join;
+    gw_sub_engine_cb leave;
+    gw_sub_joined_cb joined;
+} gw_sub_index_cbs_t;
+
+typedef struct gw_sub_index_s {
+    gw_chantab_t tab;       /* the entries: tab.count channels with local subscribers */
+    uint64_t subscriptions; /* (set, channel) pairs */
+    const gw_sub_index_cbs_t *cbs;
+    void *arg;
+} gw_sub_index_t;
+
+/* The hash every loop and the engine use for a channel name. Thread: any. */
+static inline uint32_t gw_sub_hash(const char *name, size_t len)
+{
+    return gw_chantab_hash(name, len);
+}
+
+/* Sets up an empty index. cbs must outlive it. Returns: 0; -ENOMEM. Thread: the owner. */
+int gw_sub_index_init(gw_sub_index_t *ix, const gw_sub_index_cbs_t *cbs, void *arg);
+
+/* Frees every entry without callbacks. Sets still pointing at them must not be used again
+ * (free them with gw_sub_set_deinit). Thread: the owner. */
+void gw_sub_index_deinit(gw_sub_index_t *ix);
+
+/* Adds set to channel name[0..len) (hash = gw_sub_hash of it), creating the entry (and
+ * calling cbs->join) if the loop had no subscriber of it. req_id is kept for the SubscribeOk
+ * while the entry is JOINING. *out (may be NULL) gets the entry.
+ * Returns: 1 when the entry is ACTIVE (answer now from *out); 0 when cbs->joined will answer;
+ * -EEXIST when set is already in the channel; -ENOMEM (nothing changed).
+ * Thread: the owner. */
+int gw_sub_add(gw_sub_index_t *ix, gw_sub_set_t *set, const char *name, size_t len, uint32_t hash,
+               uint64_t req_id, gw_sub_entry_t **out);
+
+/* Takes set out of channel name[0..len). Returns: 0; -ENOENT when it was not in it.
+ * Thread: the owner. Callbacks: cbs->leave when the entry goes. */
+int gw_sub_remove(gw_sub_index_t *ix, gw_sub_set_t *set, const char *name, size_t len,
+                  uint32_t hash);
+
+/* Takes set out of every channel and frees its heap slots (a closing session).
+ * Thread: the owner. Callbacks: cbs->leave for each entry that goes. */
+void gw_sub_remove_all(gw_sub_index_t *ix, gw_sub_set_t *set);
+
+/* The engine's answer to cbs->join: status 0 activates the entry with offset and epoch and
+ * answers every waiting member; a negative status undoes their subscriptions. An answer for
+ * an entry that is not JOINING is ignored. Thread: the owner.
+ * Callbacks: cbs->joined once per waiting member; cbs->leave if nobody is left. */
+void gw_sub_joined(gw_sub_index_t *ix, const char *name, size_t len, uint32_t hash, int status,
+                   uint64_t offset, uint64_t epoch);
+
+/* The entry for a channel, or NULL. Thread: the owner. */
+gw_sub_entry_t *gw_sub_find(const gw_sub_index_t *ix, const char *name, size_t len, uint32_t hash);
+
+/* Whether set is in channel name[0..len). O(channels of set). */
+bool gw_sub_set_has(const gw_sub_set_t *set, const char *name, size_t len);
+
+static inline uint32_t gw_sub_set_count(const gw_sub_set_t *set)
+{
+    return set->count;
+}
+
+/* Frees a set's heap slots; for a set already removed from every channel (or whose index was
+ * deinit'ed). */
+void gw_sub_set_deinit(gw_sub_set_t *set);
+
+static inline bool gw_sub_entry_is_active(const gw_sub_entry_t *e)
+{
+    return e->key.user == GW_SUB_ACTIVE;
+}
+
+/* The members, for delivery: valid until the next add or remove on this entry. */
+static inline gw_sub_set_t *const *gw_sub_entry_members(const gw_sub_entry_t *e, uint32_t *n)
+{
+    *n = e->count;
+    return e->cap <= 1 ? &e->m.one : e->m.many;
+}
+
+static inline uint64_t gw_sub_entry_offset(const gw_sub_entry_t *e)
+{
+    return e->offset;
+}
+
+/* The epoch of an ACTIVE entry (0 while JOINING). */
+static inline uint64_t gw_sub_entry_epoch(const gw_sub_entry_t *e)
+{
+    return e->key.user == GW_SUB_ACTIVE ? e->u.epoch : 0;
+}
+
+/* Channels with subscribers on this loop. */
+static inline uint32_t gw_sub_index_channels(const gw_sub_index_t *ix)
+{
+    return ix->tab.count;
+}
+
+/* Records that a message with this offset and epoch reached the loop (delivery order is offset
+ * order, so later subscribers are answered with it). */
+static inline void gw_sub_entry_advance(gw_sub_entry_t *e, uint64_t offset, uint64_t epoch)
+{
+    e->offset = offset;
+    e->u.epoch = epoch;
+}
+
+static inline const char *gw_sub_entry_name(const gw_sub_entry_t *e, size_t *len)
+{
+    *len = e->key.name_len;
+    return e->name;
+}
+
+#endif
