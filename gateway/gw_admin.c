@@ -142,6 +142,7 @@ int gw_admin_register(gw_http_t *http, gw_node_t *node)
     if (err == 0)
         err = gw_http_route_public(http, "GET", "/healthz", admin_healthz, node);
     if (err == 0)
-        err = gw_http_route(http, "GET", "/readyz", admin_readyz, node);
+        /* Public like /healthz: load balancers probe readiness without a key. */
+        err = gw_http_route_public(http, "GET", "/readyz", admin_readyz, node);
     return err;
 }

@@ -158,6 +158,11 @@ static int auth_work(void *arg)
     auth_req_t *req = arg;
     const gw_config_t *cfg = req->cfg;
     int64_t now_s = (int64_t)(nl_wall_ms() / 1000);
+    /* No secret configured: an HMAC with an empty key is one anybody can compute. */
+    if (cfg->token_secret[0] == '\0') {
+        req->verdict = GW_TOKEN_ERR_SIGNATURE;
+        return 0;
+    }
     req->verdict =
         gw_token_verify(req->token, req->token_len, cfg->token_secret, strlen(cfg->token_secret),
                         now_s, cfg->max_channel_bytes, &req->claims);

@@ -101,6 +101,7 @@ static void collect_finish(collect_t *col)
     snap->is_ready = atomic_load_explicit(&node->is_ready, memory_order_relaxed) &&
                      node->engine->ops->is_ready(node->engine);
     snap->uptime_ms = nl_now_ms() - node->start_ms;
+    snap->max_connections = node->cfg.max_connections;
     col->done(snap, col->arg);
     free(col);
 }
@@ -332,6 +333,8 @@ int gw_stats_render(const gw_stats_snapshot_t *snap, gw_metrics_format_t format,
     gw_metrics_gauge(&w, "herald_uptime_seconds", "Seconds since the node started.", NULL,
                      (double)snap->uptime_ms / 1000.0);
     gw_metrics_gauge(&w, "herald_io_loops", "IO loops.", NULL, (double)snap->n_loops);
+    gw_metrics_gauge(&w, "herald_max_connections", "The configured connection limit.", NULL,
+                     (double)snap->max_connections);
     render_per_loop(&w, snap);
     render_sessions(&w, t, snap);
     render_delivery(&w, t);

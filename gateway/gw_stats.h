@@ -102,6 +102,7 @@ typedef struct gw_stats_snapshot_s {
     gw_http_stats_t http;
     bool is_ready;
     uint64_t uptime_ms;
+    uint64_t max_connections; /* the configured limit, for "near max" alerts */
 } gw_stats_snapshot_t;
 
 typedef struct gw_node_s gw_node_t;
