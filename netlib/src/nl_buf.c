@@ -105,7 +105,9 @@ static int buf_grow(nl_buf_t *b, size_t need)
         if (p == NULL)
             return -ENOMEM;
     } else {
-        /* A realloc would copy the dead prefix too; copy only the readable bytes. */
+        /* A realloc would copy the dead prefix too; copy only the readable bytes. Bytes are
+         * readable, so there is storage. */
+        NL_ASSERT(b->data != NULL);
         p = malloc(cap);
         if (p == NULL)
             return -ENOMEM;
