@@ -1,0 +1,712 @@
+/*
+ * bench_gw_fanout: issue 5's broadcast figures.
+ *
+ *   throughput  herald with --io-threads 1 pinned to CPU 0, this load generator on CPU 1:
+ *               --subs subscribers (10,000) on one channel, one publisher sending --payload
+ *               byte messages (128) as fast as delivery keeps up (at most --window messages
+ *               in flight across the fleet), for --seconds. Printed: deliveries/s over the
+ *               run after a one-second warm-up, and the check that every subscriber got every
+ *               message in order (zero loss).
+ *   redis       the same against redis-server pinned to CPU 0 (SUBSCRIBE over plain RESP,
+ *               PUBLISH pipelined from one connection), when redis-server is installed.
+ *   latency     herald with --io-threads 2, 10 broadcasts/s (--rate) to the subscribers for
+ *               --latency-seconds; the payload carries the send time (CLOCK_MONOTONIC, one
+ *               machine) and each delivery records now - then. Printed: p50/p99/p99.9/max.
+ *
+ * The subscribers' bytes are parsed in place (varint length, Push offset and payload), not
+ * through protobuf-c: at millions of frames a second the load generator must not be the
+ * bottleneck. Latency includes the time this one thread takes to reach each socket.
+ *
+ * Usage: bench_gw_fanout [--mode all|throughput|redis|latency] [--subs N] [--payload B]
+ *        [--seconds S] [--window W] [--rate R] [--latency-seconds S] [--herald PATH]
+ *        [--redis-server PATH]
+ * This is a benchmark program, never a ctest case (STYLE.md §9).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "herald_client.h"
+#include "herald_harness.h"
+#include "netlib/nl_hist.h"
+#include "proto_frame.h"
+
+#define SETUP_MS 300000
+#define API_KEY "bench-fanout-key"
+#define DRAIN_MS 60000
+#define MAX_PAYLOAD 65536
+
+typedef struct opts_s {
+    char mode[16];
+    size_t subs;
+    size_t payload;
+    int seconds;
+    uint64_t window;
+    int rate;
+    int latency_seconds;
+    char redis[256];
+} opts_t;
+
+/* The run's shared state: per-subscriber expectations and the counters. */
+typedef struct run_s {
+    size_t n;
+    size_t payload;
+    bool is_redis;
+    uint64_t *next;    /* herald: next offset expected; redis: next sequence number */
+    uint8_t *is_ready; /* redis: subscribe confirmation seen */
+    size_t ready;
+    uint64_t delivered;
+    uint64_t lost;     /* out-of-sequence deliveries */
+    uint64_t other;    /* frames that were neither Push nor Pong */
+    nl_hist_t *lat_us; /* latency mode: publish to processed, microseconds */
+} run_t;
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void pin_self(int cpu)
+{
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    if (sched_setaffinity(0, sizeof(set), &set) != 0)
+        perror("sched_setaffinity");
+}
+
+/* --- herald wire parsing, in place ------------------------------------------------------- */
+
+static bool varint(const uint8_t **p, const uint8_t *end, uint64_t *v)
+{
+    uint64_t r = 0;
+    for (int shift = 0; shift < 64 && *p < end; shift += 7) {
+        uint8_t b = *(*p)++;
+        r |= (uint64_t)(b & 0x7f) << shift;
+        if (!(b & 0x80)) {
+            *v = r;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Finds Push.offset and Push.payload in a Push message. */
+static void parse_push(const uint8_t *p, const uint8_t *end, uint64_t *offset,
+                       const uint8_t **payload, size_t *payload_len)
+{
+    while (p < end) {
+        uint64_t tag;
+        uint64_t v;
+        if (!varint(&p, end, &tag))
+            return;
+        if ((tag & 7) == 0) {
+            if (!varint(&p, end, &v))
+                return;
+            if (tag >> 3 == 2)
+                *offset = v;
+        } else if ((tag & 7) == 2) {
+            if (!varint(&p, end, &v) || v > (uint64_t)(end - p))
+                return;
+            if (tag >> 3 == 4) {
+                *payload = p;
+                *payload_len = (size_t)v;
+            }
+            p += v;
+        } else {
+            return;
+        }
+    }
+}
+
+/* Handles one serialized Frame: a Push is checked against the expected offset. */
+static void herald_frame(run_t *r, size_t i, const uint8_t *p, const uint8_t *end, uint64_t t)
+{
+    uint64_t tag;
+    uint64_t len;
+    /* Frame: optional id (field 1), then one body field. */
+    while (p < end && varint(&p, end, &tag)) {
+        if ((tag & 7) == 0) {
+            if (!varint(&p, end, &len))
+                break;
+            continue;
+        }
+        if ((tag & 7) != 2 || !varint(&p, end, &len) || len > (uint64_t)(end - p))
+            break;
+        if (tag >> 3 == 12) /* pong */
+            return;
+        if (tag >> 3 != 10)
+            break;
+        uint64_t offset = 0;
+        const uint8_t *payload = NULL;
+        size_t plen = 0;
+        parse_push(p, p + len, &offset, &payload, &plen);
+        if (offset != r->next[i])
+            r->lost++;
+        r->next[i] = offset + 1;
+        r->delivered++;
+        if (r->lat_us && payload && plen >= 8) {
+            uint64_t sent;
+            memcpy(&sent, payload, sizeof(sent));
+            nl_hist_record_local(r->lat_us, (t - sent) / 1000);
+        }
+        return;
+    }
+    r->other++;
+}
+
+static size_t herald_raw(test_fleet_t *fl, size_t i, const char *data, size_t len, void *arg)
+{
+    (void)fl;
+    run_t *r = arg;
+    if (!data)
+        return 0;
+    uint64_t t = r->lat_us ? now_ns() : 0;
+    const uint8_t *p = (const uint8_t *)data;
+    const uint8_t *end = p + len;
+    for (;;) {
+        const uint8_t *q = p;
+        uint64_t flen;
+        if (!varint(&q, end, &flen) || flen > (uint64_t)(end - q))
+            break;
+        herald_frame(r, i, q, q + flen, t);
+        p = q + flen;
+    }
+    return (size_t)(p - (const uint8_t *)data);
+}
+
+/* --- redis wire --------------------------------------------------------------------------- */
+
+#define REDIS_CHAN "fan"
+static const char redis_subscribe[] = "SUBSCRIBE " REDIS_CHAN "\r\n";
+static const char redis_sub_ok[] = "*3\r\n$9\r\nsubscribe\r\n$3\r\nfan\r\n:1\r\n";
+
+/* Length of one pushed message: *3 $7 message $3 fan $<payload> <payload>. */
+static size_t redis_msg_len(size_t payload, char *head, size_t cap)
+{
+    int n = snprintf(head, cap, "*3\r\n$7\r\nmessage\r\n$3\r\n%s\r\n$%zu\r\n", REDIS_CHAN, payload);
+    return (size_t)n + payload + 2;
+}
+
+static size_t redis_raw(test_fleet_t *fl, size_t i, const char *data, size_t len, void *arg)
+{
+    (void)fl;
+    run_t *r = arg;
+    if (!data)
+        return 0;
+    size_t used = 0;
+    if (!r->is_ready[i]) {
+        size_t n = sizeof(redis_sub_ok) - 1;
+        if (len < n)
+            return 0;
+        if (memcmp(data, redis_sub_ok, n) != 0)
+            r->other++;
+        r->is_ready[i] = 1;
+        r->ready++;
+        used = n;
+    }
+    char head[64];
+    size_t mlen = redis_msg_len(r->payload, head, sizeof(head));
+    size_t hlen = mlen - r->payload - 2;
+    while (len - used >= mlen) {
+        const char *m = data + used;
+        uint64_t seq;
+        if (memcmp(m, head, hlen) != 0)
+            r->other++;
+        memcpy(&seq, m + hlen, sizeof(seq));
+        if (seq != r->next[i])
+            r->lost++;
+        r->next[i] = seq + 1;
+        r->delivered++;
+        used += mlen;
+    }
+    return used;
+}
+
+/* --- publishers --------------------------------------------------------------------------- */
+
+typedef struct publisher_s {
+    int fd;
+    bool is_redis;
+    char *buf; /* one encoded request, rewritten per message */
+    size_t len;
+    size_t payload_at;
+    uint64_t sent;
+} publisher_t;
+
+/* Prepares the request bytes once; publish() patches the sequence number in. */
+static void publisher_init(publisher_t *p, int fd, bool is_redis, size_t payload)
+{
+    p->fd = fd;
+    p->is_redis = is_redis;
+    p->buf = malloc(payload + 256);
+    p->sent = 0;
+    char *zero = calloc(1, payload);
+    if (is_redis) {
+        int n = snprintf(p->buf, 256, "*3\r\n$7\r\nPUBLISH\r\n$3\r\n%s\r\n$%zu\r\n", REDIS_CHAN,
+                         payload);
+        p->payload_at = (size_t)n;
+        memcpy(p->buf + n, zero, payload);
+        memcpy(p->buf + n + payload, "\r\n", 2);
+        p->len = (size_t)n + payload + 2;
+    } else {
+        Herald__Frame f;
+        Herald__Publish body;
+        test_frame_publish(&f, &body, "fan", zero, payload);
+        f.id = 1;
+        nl_buf_t b;
+        nl_buf_init(&b, 0);
+        proto_frame_append(&b, &f);
+        p->len = nl_buf_readable(&b);
+        memcpy(p->buf, nl_buf_peek(&b), p->len);
+        nl_buf_deinit(&b);
+        p->payload_at = p->len - payload; /* the payload is Publish's last field */
+    }
+    free(zero);
+}
+
+/* Sends one message whose payload starts with value (a sequence number or a timestamp). */
+static int publish(publisher_t *p, uint64_t value)
+{
+    memcpy(p->buf + p->payload_at, &value, sizeof(value));
+    size_t off = 0;
+    while (off < p->len) {
+        ssize_t w = send(p->fd, p->buf + off, p->len - off, MSG_NOSIGNAL);
+        if (w > 0) {
+            off += (size_t)w;
+            continue;
+        }
+        if (w < 0 && errno == EAGAIN) {
+            struct pollfd pfd = {.fd = p->fd, .events = POLLOUT};
+            poll(&pfd, 1, 1000);
+            continue;
+        }
+        return -errno;
+    }
+    p->sent++;
+    return 0;
+}
+
+/* Reads and discards the publisher's answers (PublishOk / Redis integer replies). */
+static void publisher_drain(publisher_t *p)
+{
+    char scratch[65536];
+    while (recv(p->fd, scratch, sizeof(scratch), MSG_DONTWAIT) > 0)
+        ;
+}
+
+static int connect_port(uint16_t port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port)};
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, 1 /* TCP_NODELAY */, &one, sizeof(one));
+    return fd;
+}
+
+/* --- one throughput run ------------------------------------------------------------------- */
+
+/* Publishes under the window for seconds, then drains; prints the figure. */
+static int throughput_loop(const opts_t *o, const char *name, test_fleet_t *fl, run_t *r,
+                           publisher_t *pub, test_fleet_raw_cb raw)
+{
+    uint64_t n = r->n;
+    uint64_t t_start = now_ns();
+    uint64_t t_warm = t_start + 1000000000ull;
+    uint64_t t_end = t_start + (uint64_t)o->seconds * 1000000000ull;
+    uint64_t d_warm = 0;
+    uint64_t t_warm_real = 0;
+    for (;;) {
+        uint64_t t = now_ns();
+        if (!t_warm_real && t >= t_warm) {
+            t_warm_real = t;
+            d_warm = r->delivered;
+        }
+        if (t >= t_end)
+            break;
+        while (pub->sent * n - r->delivered < o->window * n)
+            if (publish(pub, pub->sent) < 0)
+                return -1;
+        test_fleet_poll_raw(fl, 10, raw, r);
+        publisher_drain(pub);
+    }
+    uint64_t t_stop = now_ns();
+    uint64_t d_stop = r->delivered;
+    uint64_t drain_until = t_stop + (uint64_t)DRAIN_MS * 1000000ull;
+    while (r->delivered < pub->sent * n && now_ns() < drain_until) {
+        test_fleet_poll_raw(fl, 10, raw, r);
+        publisher_drain(pub);
+    }
+    double rate = (double)(d_stop - d_warm) * 1e9 / (double)(t_stop - t_warm_real);
+    bool is_complete = r->delivered == pub->sent * n && r->lost == 0 && r->other == 0 &&
+                       test_fleet_open_count(fl) == n;
+    printf("%s: %zu subscribers, %zu-byte payload, window %llu: %llu messages published, "
+           "%.0f deliveries/s (%.0f messages/s); loss check: %s (delivered %llu of %llu, "
+           "out of sequence %llu, other %llu)\n",
+           name, r->n, o->payload, (unsigned long long)o->window, (unsigned long long)pub->sent,
+           rate, rate / (double)n, is_complete ? "zero loss" : "FAILED",
+           (unsigned long long)r->delivered, (unsigned long long)(pub->sent * n),
+           (unsigned long long)r->lost, (unsigned long long)r->other);
+    return is_complete ? 0 : -1;
+}
+
+static test_herald_t *start_herald(const opts_t *o, const char *io_threads, int cpu)
+{
+    char maxc[32];
+    snprintf(maxc, sizeof(maxc), "%zu", o->subs + 100);
+    const char *args[] = {"--api-key",  API_KEY,
+                          "--insecure", "--io-threads",
+                          io_threads,   "--publish-rate",
+                          "0",          "--output-high-water",
+                          "16m",        "--max-connections",
+                          maxc,         "--idle-timeout",
+                          "1h",         "--ping-interval",
+                          "30m",        "--max-frame",
+                          "1m",         "--connect-timeout",
+                          "10m",        NULL};
+    test_herald_opts_t ho = {.args = args, .cpu = cpu};
+    test_herald_t *h = NULL;
+    int rc = test_herald_start(&h, &ho);
+    if (rc != 0) {
+        fprintf(stderr, "herald did not start: %s\n", strerror(-rc));
+        return NULL;
+    }
+    return h;
+}
+
+/* Connects, authenticates and subscribes the fleet to herald's "fan"; sets r->next. */
+static test_fleet_t *herald_fleet(const opts_t *o, const test_herald_t *h, run_t *r)
+{
+    test_fleet_t *fl = NULL;
+    if (test_fleet_new(&fl, o->subs) != 0)
+        return NULL;
+    int rc = test_fleet_open(fl, h->port, 256, SETUP_MS);
+    if (rc == 0)
+        rc = test_fleet_hello_all(fl, "sub", NULL, NULL, SETUP_MS);
+    if (rc == 0)
+        rc = test_fleet_subscribe_all(fl, "fan", r->next, NULL, NULL, SETUP_MS);
+    if (rc != 0) {
+        fprintf(stderr, "fleet setup: %s (%s)\n", strerror(-rc), test_fleet_what(fl));
+        test_fleet_free(fl);
+        return NULL;
+    }
+    for (size_t i = 0; i < r->n; i++)
+        r->next[i]++;
+    return fl;
+}
+
+static int run_herald_throughput(const opts_t *o)
+{
+    test_herald_t *h = start_herald(o, "1", 0);
+    if (!h)
+        return -1;
+    run_t r = {.n = o->subs, .payload = o->payload, .next = calloc(o->subs, sizeof(uint64_t))};
+    test_fleet_t *fl = herald_fleet(o, h, &r);
+    test_client_t c = {.fd = -1};
+    int rc = fl ? test_client_auth(&c, h->port, "pub", 10000) : -1;
+    int fd = c.fd;
+    if (rc == 0) {
+        publisher_t pub;
+        publisher_init(&pub, fd, false, o->payload);
+        rc = throughput_loop(o, "herald (io_threads=1, CPU 0)", fl, &r, &pub, herald_raw);
+        free(pub.buf);
+    }
+    test_client_close(&c);
+    test_fleet_free(fl);
+    free(r.next);
+    int st = test_herald_stop(h, 0);
+    return rc == 0 && st == 0 ? 0 : -1;
+}
+
+/* --- redis -------------------------------------------------------------------------------- */
+
+static uint16_t free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET};
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t sl = sizeof(sa);
+    bind(fd, (struct sockaddr *)&sa, sizeof(sa));
+    getsockname(fd, (struct sockaddr *)&sa, &sl);
+    close(fd);
+    return ntohs(sa.sin_port);
+}
+
+static pid_t start_redis(const opts_t *o, uint16_t port)
+{
+    char p[16];
+    char maxc[32];
+    snprintf(p, sizeof(p), "%u", port);
+    snprintf(maxc, sizeof(maxc), "%zu", o->subs + 100);
+    pid_t pid = fork();
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        pin_self(0);
+        int devnull = open("/dev/null", 1);
+        dup2(devnull, 1);
+        execl(o->redis, o->redis, "--port", p, "--bind", "127.0.0.1", "--save", "", "--appendonly",
+              "no", "--maxclients", maxc, "--client-output-buffer-limit", "pubsub 0 0 0",
+              "--protected-mode", "no", (char *)NULL);
+        _exit(127);
+    }
+    /* Wait until it answers PING (a benchmark may retry on a clock). */
+    for (int tries = 0; tries < 200; tries++) {
+        int fd = connect_port(port);
+        if (fd >= 0) {
+            char buf[16];
+            if (send(fd, "PING\r\n", 6, 0) == 6 && recv(fd, buf, sizeof(buf), 0) > 0) {
+                close(fd);
+                return pid;
+            }
+            close(fd);
+        }
+        poll(NULL, 0, 50);
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    return -1;
+}
+
+static int run_redis_throughput(const opts_t *o)
+{
+    if (access(o->redis, X_OK) != 0) {
+        printf("redis: %s not found, skipped\n", o->redis);
+        return 0;
+    }
+    uint16_t port = free_port();
+    pid_t pid = start_redis(o, port);
+    if (pid < 0) {
+        fprintf(stderr, "redis-server did not start\n");
+        return -1;
+    }
+    run_t r = {.n = o->subs,
+               .payload = o->payload,
+               .is_redis = true,
+               .next = calloc(o->subs, sizeof(uint64_t)),
+               .is_ready = calloc(o->subs, 1)};
+    test_fleet_t *fl = NULL;
+    int rc = test_fleet_new(&fl, o->subs);
+    if (rc == 0)
+        rc = test_fleet_open(fl, port, 256, SETUP_MS);
+    for (size_t i = 0; rc == 0 && i < o->subs; i++)
+        rc = test_fleet_send_raw(fl, i, redis_subscribe, sizeof(redis_subscribe) - 1);
+    uint64_t until = now_ns() + (uint64_t)SETUP_MS * 1000000ull;
+    while (rc == 0 && r.ready < o->subs && now_ns() < until)
+        test_fleet_poll_raw(fl, 100, redis_raw, &r);
+    int fd = connect_port(port);
+    if (rc == 0 && r.ready == o->subs && fd >= 0) {
+        publisher_t pub;
+        publisher_init(&pub, fd, true, o->payload);
+        rc = throughput_loop(o, "redis-server (CPU 0)", fl, &r, &pub, redis_raw);
+        free(pub.buf);
+    } else {
+        fprintf(stderr, "redis subscribers: %zu of %zu ready\n", r.ready, o->subs);
+        rc = -1;
+    }
+    if (fd >= 0)
+        close(fd);
+    test_fleet_free(fl);
+    kill(pid, SIGTERM);
+    waitpid(pid, NULL, 0);
+    free(r.next);
+    free(r.is_ready);
+    return rc;
+}
+
+/* --- latency ------------------------------------------------------------------------------ */
+
+/* herald's own view: the upper bound (seconds) of the bucket of
+ * herald_publish_to_enqueue_seconds holding the 99th percentile, or -1. */
+static double herald_p99_enqueue(uint16_t admin_port)
+{
+    static const char *const hdrs[] = {"X-Api-Key: " API_KEY, NULL};
+    static const char fam[] = "herald_publish_to_enqueue_seconds_bucket{le=\"";
+    test_http_resp_t r;
+    if (test_http_request(admin_port, "GET", "/metrics", hdrs, NULL, 0, 30000, &r) != 0)
+        return -1;
+    double les[64];
+    double counts[64];
+    size_t n = 0;
+    for (char *line = strtok(r.body, "\n"); line && n < 64; line = strtok(NULL, "\n")) {
+        if (strncmp(line, fam, sizeof(fam) - 1) != 0)
+            continue;
+        char *le = line + sizeof(fam) - 1;
+        les[n] = strncmp(le, "+Inf", 4) == 0 ? 1e9 : strtod(le, NULL);
+        counts[n++] = strtod(strrchr(line, ' ') + 1, NULL);
+    }
+    test_http_resp_free(&r);
+    for (size_t i = 0; n > 0 && i < n; i++)
+        if (counts[i] >= 0.99 * counts[n - 1])
+            return les[i];
+    return -1;
+}
+
+static int run_latency(const opts_t *o)
+{
+    test_herald_t *h = start_herald(o, "2", -1);
+    if (!h)
+        return -1;
+    static nl_hist_t lat;
+    nl_hist_init(&lat);
+    run_t r = {.n = o->subs,
+               .payload = o->payload,
+               .next = calloc(o->subs, sizeof(uint64_t)),
+               .lat_us = &lat};
+    test_fleet_t *fl = herald_fleet(o, h, &r);
+    test_client_t c = {.fd = -1};
+    int rc = fl ? test_client_auth(&c, h->port, "pub", 10000) : -1;
+    if (rc == 0) {
+        publisher_t pub;
+        publisher_init(&pub, c.fd, false, o->payload);
+        uint64_t period = 1000000000ull / (uint64_t)o->rate;
+        uint64_t msgs = (uint64_t)o->rate * (uint64_t)o->latency_seconds;
+        uint64_t next_send = now_ns();
+        uint64_t deadline = 0;
+        for (;;) {
+            uint64_t t = now_ns();
+            int wait_ms = 10;
+            if (pub.sent < msgs) {
+                if (t >= next_send) {
+                    publish(&pub, t);
+                    next_send += period;
+                    deadline = t + 10000000000ull;
+                }
+                wait_ms = next_send > t ? (int)((next_send - t) / 1000000) : 0;
+            } else if (r.delivered >= msgs * r.n || t > deadline) {
+                break;
+            }
+            test_fleet_poll_raw(fl, wait_ms, herald_raw, &r);
+            publisher_drain(&pub);
+        }
+        double p99_enqueue = herald_p99_enqueue(h->admin_port);
+        nl_hist_summary_t s;
+        nl_hist_summarize(&lat, &s);
+        bool is_complete = r.delivered == msgs * r.n && r.lost == 0;
+        printf("latency (herald io_threads=2, unpinned): %d broadcasts/s x %zu subscribers for "
+               "%d s: publish-to-deliver p50 %.2f ms, p99 %.2f ms, p99.9 %.2f ms, max %.2f ms "
+               "(target p99 < 40 ms); herald's own publish-to-enqueue p99 <= %.1f ms; "
+               "%s (%llu of %llu)\n",
+               o->rate, r.n, o->latency_seconds, (double)s.p50 / 1000.0, (double)s.p99 / 1000.0,
+               (double)s.p999 / 1000.0, (double)s.max / 1000.0, p99_enqueue * 1000.0,
+               is_complete ? "zero loss" : "LOSS", (unsigned long long)r.delivered,
+               (unsigned long long)(msgs * r.n));
+        rc = is_complete ? 0 : -1;
+        free(pub.buf);
+    }
+    test_client_close(&c);
+    test_fleet_free(fl);
+    free(r.next);
+    int st = test_herald_stop(h, 0);
+    return rc == 0 && st == 0 ? 0 : -1;
+}
+
+static void parse_opts(int argc, char **argv, opts_t *o)
+{
+    static const struct option longs[] = {{"mode", required_argument, NULL, 'm'},
+                                          {"subs", required_argument, NULL, 'n'},
+                                          {"payload", required_argument, NULL, 'b'},
+                                          {"seconds", required_argument, NULL, 's'},
+                                          {"window", required_argument, NULL, 'w'},
+                                          {"rate", required_argument, NULL, 'r'},
+                                          {"latency-seconds", required_argument, NULL, 'l'},
+                                          {"herald", required_argument, NULL, 'H'},
+                                          {"redis-server", required_argument, NULL, 'R'},
+                                          {NULL, 0, NULL, 0}};
+    int ch;
+    while ((ch = getopt_long(argc, argv, "", longs, NULL)) != -1) {
+        switch (ch) {
+        case 'm':
+            snprintf(o->mode, sizeof(o->mode), "%s", optarg);
+            break;
+        case 'n':
+            o->subs = strtoull(optarg, NULL, 10);
+            break;
+        case 'b':
+            o->payload = strtoull(optarg, NULL, 10);
+            break;
+        case 's':
+            o->seconds = atoi(optarg);
+            break;
+        case 'w':
+            o->window = strtoull(optarg, NULL, 10);
+            break;
+        case 'r':
+            o->rate = atoi(optarg);
+            break;
+        case 'l':
+            o->latency_seconds = atoi(optarg);
+            break;
+        case 'H':
+            setenv("TEST_HERALD_BIN", optarg, 1);
+            break;
+        case 'R':
+            snprintf(o->redis, sizeof(o->redis), "%s", optarg);
+            break;
+        default:
+            exit(2);
+        }
+    }
+    if (o->payload < 8 || o->payload > MAX_PAYLOAD || o->subs == 0 || o->seconds < 2 ||
+        o->rate < 1 || o->window < 1) {
+        fprintf(stderr, "bad options\n");
+        exit(2);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    opts_t o = {.mode = "all",
+                .subs = 10000,
+                .payload = 128,
+                .seconds = 10,
+                .window = 64,
+                .rate = 10,
+                .latency_seconds = 10,
+                .redis = "/usr/bin/redis-server"};
+    parse_opts(argc, argv, &o);
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    signal(SIGPIPE, SIG_IGN);
+    if (test_raise_nofile(o.subs + 256) < (long)(o.subs + 64)) {
+        fprintf(stderr, "RLIMIT_NOFILE too low for %zu subscribers\n", o.subs);
+        return 1;
+    }
+    bool is_all = strcmp(o.mode, "all") == 0;
+    int failed = 0;
+    if (is_all || strcmp(o.mode, "throughput") == 0 || strcmp(o.mode, "redis") == 0) {
+        pin_self(1);
+        if (is_all || strcmp(o.mode, "throughput") == 0)
+            failed += run_herald_throughput(&o) != 0;
+        if (is_all || strcmp(o.mode, "redis") == 0)
+            failed += run_redis_throughput(&o) != 0;
+    }
+    if (is_all || strcmp(o.mode, "latency") == 0) {
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        for (int c = 0; c < CPU_SETSIZE && c < 64; c++)
+            CPU_SET(c, &set);
+        sched_setaffinity(0, sizeof(set), &set);
+        failed += run_latency(&o) != 0;
+    }
+    return failed ? 1 : 0;
+}

@@ -1,0 +1,22 @@
+# Issue 5's gateway figures (bench/RESULTS-gateway.md): idle memory per connection, broadcast
+# fan-out throughput (side by side with Redis pub/sub when redis-server is installed) and
+# light-load latency. Programs that print figures, never ctest cases (STYLE.md §9). They
+# start herald themselves through the integration tests' harness and client.
+if(NOT TARGET herald OR NOT TARGET proto OR NOT TARGET gateway_core)
+    return()
+endif()
+
+set(GW_BENCH_SUPPORT
+    ${PROJECT_SOURCE_DIR}/tests/herald_harness.c
+    ${PROJECT_SOURCE_DIR}/tests/herald_client.c
+    ${PROJECT_SOURCE_DIR}/tests/herald_fleet.c)
+foreach(b bench_gw_idle bench_gw_fanout)
+    if(EXISTS ${CMAKE_CURRENT_LIST_DIR}/${b}.c)
+        add_executable(${b} ${CMAKE_CURRENT_LIST_DIR}/${b}.c ${GW_BENCH_SUPPORT})
+        target_include_directories(${b} PRIVATE ${PROJECT_SOURCE_DIR}/tests)
+        target_compile_definitions(${b} PRIVATE HERALD_BIN="$<TARGET_FILE:herald>")
+        target_link_libraries(${b} PRIVATE herald_build proto netlib gateway_core
+                              Threads::Threads)
+        add_dependencies(${b} herald)
+    endif()
+endforeach()

@@ -1,0 +1,133 @@
+/*
+ * gwtest_util: what every gateway integration test (tests/integration/test_gw_*.c) shares: the
+ * secret and API key its herald runs with, start/stop helpers that keep the herald handle in
+ * cmocka's state so a failing test's teardown kills it (and prints its stderr), and assertion
+ * macros that print what the test client saw.
+ *
+ * Thread: the test's. Ownership: the state owns the herald handle until gw_stop.
+ * Include after <cmocka.h>.
+ */
+#ifndef HERALD_TESTS_GWTEST_UTIL_H
+#define HERALD_TESTS_GWTEST_UTIL_H
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "herald_client.h"
+#include "herald_harness.h"
+
+#define GW_SECRET "gwtest-secret-0123456789abcdef"
+#define GW_API_KEY "gwtest-api-key"
+#define GW_WAIT_MS 10000
+#define GW_TOKEN_CAP 4096
+
+/* Fails the test unless expr (a test_client call) returned 0, printing the client's view. */
+#define GW_OK(expr, c)                                                                             \
+    do {                                                                                           \
+        int gw_rc_ = (expr);                                                                       \
+        if (gw_rc_ != 0)                                                                           \
+            fail_msg("%s:%d: %s returned %d (%s): %s", __FILE__, __LINE__, #expr, gw_rc_,          \
+                     gw_rc_ < 0 ? strerror(-gw_rc_) : "?", test_client_what(c));                   \
+    } while (0)
+
+/* Fails the test unless the fleet call returned 0. */
+#define GW_FLEET_OK(expr, fl)                                                                      \
+    do {                                                                                           \
+        int gw_rc_ = (expr);                                                                       \
+        if (gw_rc_ != 0)                                                                           \
+            fail_msg("%s:%d: %s returned %d (%s): %s", __FILE__, __LINE__, #expr, gw_rc_,          \
+                     gw_rc_ < 0 ? strerror(-gw_rc_) : "?", test_fleet_what(fl));                   \
+    } while (0)
+
+/* Starts herald with opts and keeps the handle in *state; fails the test if it cannot. */
+static inline test_herald_t *gw_start_opts(void **state, const test_herald_opts_t *opts)
+{
+    test_herald_t *h = NULL;
+    int rc = test_herald_start(&h, opts);
+    if (rc != 0)
+        fail_msg("herald did not start: %s", strerror(-rc));
+    *state = h;
+    return h;
+}
+
+/* Starts herald with the flags given (NULL-terminated). */
+static inline test_herald_t *gw_start(void **state, const char *flag, ...)
+{
+    const char *args[64];
+    size_t n = 0;
+    va_list ap;
+    va_start(ap, flag);
+    for (const char *a = flag; a && n + 1 < 64; a = va_arg(ap, const char *))
+        args[n++] = a;
+    va_end(ap);
+    args[n] = NULL;
+    test_herald_opts_t opts = {.args = args, .cpu = -1};
+    return gw_start_opts(state, &opts);
+}
+
+/* Stops the herald in *state (SIGTERM) and asserts a clean exit. */
+static inline void gw_stop(void **state)
+{
+    test_herald_t *h = *state;
+    *state = NULL;
+    int rc = test_herald_stop(h, 0);
+    if (rc != 0)
+        fail_msg("herald did not exit cleanly after SIGTERM: %d", rc);
+}
+
+/* Teardown: kills a herald a failed test left running. */
+static inline int gw_teardown(void **state)
+{
+    test_herald_abort(*state);
+    *state = NULL;
+    return 0;
+}
+
+/* Mints a token into buf (GW_TOKEN_CAP bytes) and returns buf; fails the test if it cannot. */
+static inline const char *gw_token(char *buf, const char *user, const char *channels, int64_t ttl_s,
+                                   int64_t age_s, const char *secret)
+{
+    int n = test_token(buf, GW_TOKEN_CAP, user, channels, ttl_s, age_s, secret);
+    if (n <= 0)
+        fail_msg("cannot mint a token for %s: %d", user, n);
+    return buf;
+}
+
+/* Scrapes GET /metrics (herald must run with --api-key GW_API_KEY) and returns the sum of the
+ * samples named exactly family whose label text contains label (NULL: any). Fails the test
+ * when the scrape fails. */
+static inline double gw_metric(const test_herald_t *h, const char *family, const char *label)
+{
+    static const char *const hdrs[] = {"X-Api-Key: " GW_API_KEY, NULL};
+    test_http_resp_t r;
+    int rc = test_http_request(h->admin_port, "GET", "/metrics", hdrs, NULL, 0, GW_WAIT_MS, &r);
+    if (rc != 0 || r.status != 200)
+        fail_msg("GET /metrics: rc %d status %d", rc, r.status);
+    double sum = 0;
+    size_t flen = strlen(family);
+    for (const char *line = r.body; line && *line; line = strchr(line, '\n'), line += !!line) {
+        const char *eol = strchr(line, '\n');
+        size_t len = eol ? (size_t)(eol - line) : strlen(line);
+        if (len <= flen || strncmp(line, family, flen) != 0 ||
+            (line[flen] != ' ' && line[flen] != '{'))
+            continue;
+        const char *sp = memchr(line, ' ', len);
+        if (!sp)
+            continue;
+        if (label) {
+            char labels[512];
+            size_t ll = (size_t)(sp - line) < sizeof(labels) - 1 ? (size_t)(sp - line) : 0;
+            memcpy(labels, line, ll);
+            labels[ll] = '\0';
+            if (!strstr(labels, label))
+                continue;
+        }
+        sum += strtod(sp + 1, NULL);
+    }
+    test_http_resp_free(&r);
+    return sum;
+}
+
+#endif

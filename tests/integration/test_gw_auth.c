@@ -1,0 +1,270 @@
+/*
+ * test_gw_auth: the Connect handshake of a real herald: a good token (ConnectOk with the
+ * token's user), an expired one (Error TOKEN_EXPIRED, Disconnect, close), forged ones (another
+ * key, tampered claims, alg "none", not a JWT: Error UNAUTHORIZED, Disconnect, close), a
+ * channel outside the token's channels claim (Error FORBIDDEN, the session goes on), frames
+ * before Connect (Error BAD_REQUEST and close), a second Connect, and --insecure (any token
+ * is the user id).
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "gwtest_util.h"
+#include "proto_frame.h"
+
+/* Connects with token and asserts Error{code} answering Connect, then Disconnect{AUTH_FAILED
+ * or TOKEN_EXPIRED} and the close. */
+static void expect_refused(uint16_t port, const char *token, Herald__Error__Code code)
+{
+    test_client_t c;
+    GW_OK(test_client_open(&c, port, GW_WAIT_MS), &c);
+    int rc = test_client_hello(&c, token, GW_WAIT_MS);
+    if (rc != -EPROTO || c.last_err_code != (int)code)
+        fail_msg("Connect with a bad token: expected Error code %d, got rc %d: %s", (int)code, rc,
+                 test_client_what(&c));
+    int disc = -1;
+    int err = -1;
+    GW_OK(test_client_expect_close(&c, false, &disc, &err, GW_WAIT_MS), &c);
+    if (disc != HERALD__DISCONNECT__CODE__AUTH_FAILED &&
+        disc != HERALD__DISCONNECT__CODE__TOKEN_EXPIRED)
+        fail_msg("expected Disconnect AUTH_FAILED/TOKEN_EXPIRED before the close, got %d", disc);
+    assert_int_equal(err, -1); /* nothing but the one Error */
+    test_client_close(&c);
+}
+
+static void test_gw_auth_good_token(void **state)
+{
+    test_herald_t *h = gw_start(state, "--secret", GW_SECRET, NULL);
+    char tok[GW_TOKEN_CAP];
+    gw_token(tok, "alice", "news,chat:*", 3600, 0, GW_SECRET);
+
+    test_client_t c;
+    GW_OK(test_client_auth(&c, h->port, tok, GW_WAIT_MS), &c);
+    assert_string_equal(c.user_id, "alice");
+    assert_true(c.client_id[0] != '\0');
+    assert_true(c.ping_interval_ms > 0);
+    assert_true(c.idle_timeout_ms > c.ping_interval_ms);
+    assert_true(c.max_frame_bytes > 0);
+    GW_OK(test_client_subscribe(&c, "news", NULL, GW_WAIT_MS), &c);
+    GW_OK(test_client_subscribe(&c, "chat:room1", NULL, GW_WAIT_MS), &c);
+    GW_OK(test_client_ping(&c, GW_WAIT_MS), &c);
+
+    /* A second connection of the same user gets its own client id. */
+    test_client_t d;
+    GW_OK(test_client_auth(&d, h->port, tok, GW_WAIT_MS), &d);
+    assert_string_equal(d.user_id, "alice");
+    assert_string_not_equal(d.client_id, c.client_id);
+    test_client_close(&d);
+    test_client_close(&c);
+    gw_stop(state);
+}
+
+static void test_gw_auth_expired_token(void **state)
+{
+    test_herald_t *h = gw_start(state, "--secret", GW_SECRET, NULL);
+    char tok[GW_TOKEN_CAP];
+    /* Issued two hours ago for one hour. */
+    gw_token(tok, "alice", "news", 3600, 7200, GW_SECRET);
+    expect_refused(h->port, tok, HERALD__ERROR__CODE__TOKEN_EXPIRED);
+    gw_stop(state);
+}
+
+/* Replaces the first dot-separated part of token with head (base64url). */
+static void with_header(char *out, size_t cap, const char *token, const char *head)
+{
+    const char *dot = strchr(token, '.');
+    assert_non_null(dot);
+    snprintf(out, cap, "%s%s", head, dot);
+}
+
+static void test_gw_auth_forged_token(void **state)
+{
+    test_herald_t *h = gw_start(state, "--secret", GW_SECRET, NULL);
+    char tok[GW_TOKEN_CAP];
+    char other[GW_TOKEN_CAP];
+    char forged[GW_TOKEN_CAP * 2];
+
+    /* Signed with another key. */
+    gw_token(other, "alice", "news", 3600, 0, "not-the-server-secret");
+    expect_refused(h->port, other, HERALD__ERROR__CODE__UNAUTHORIZED);
+
+    /* Claims of one token under the signature of another. */
+    gw_token(tok, "alice", "news", 3600, 0, GW_SECRET);
+    gw_token(other, "mallory", "*", 3600, 0, GW_SECRET);
+    const char *tok_sig = strrchr(tok, '.');
+    const char *other_sig = strrchr(other, '.');
+    snprintf(forged, sizeof(forged), "%.*s%s", (int)(other_sig - other), other, tok_sig);
+    expect_refused(h->port, forged, HERALD__ERROR__CODE__UNAUTHORIZED);
+
+    /* {"alg":"none","typ":"JWT"} with the real claims and signature. */
+    with_header(forged, sizeof(forged), tok, "eyJhbGciOiJub25lIiwidHlwIjoiSldUIn0");
+    expect_refused(h->port, forged, HERALD__ERROR__CODE__UNAUTHORIZED);
+
+    expect_refused(h->port, "not-a-jwt", HERALD__ERROR__CODE__UNAUTHORIZED);
+    expect_refused(h->port, "", HERALD__ERROR__CODE__UNAUTHORIZED);
+
+    /* The server is still fine: a good token connects. */
+    test_client_t c;
+    GW_OK(test_client_auth(&c, h->port, tok, GW_WAIT_MS), &c);
+    assert_string_equal(c.user_id, "alice");
+    test_client_close(&c);
+    gw_stop(state);
+}
+
+/* Sends a request and asserts that an Error{code} answers it (same id). */
+static void expect_request_error(test_client_t *c, Herald__Frame *f, Herald__Error__Code code)
+{
+    Herald__Frame *r = NULL;
+    uint64_t id = c->next_id;
+    int rc = test_client_request(c, f, &r, GW_WAIT_MS);
+    if (rc != 1)
+        fail_msg("no answer: %d %s", rc, test_client_what(c));
+    char fs[384];
+    if (r->body_case != HERALD__FRAME__BODY_ERROR || r->error->code != code || r->id != id)
+        fail_msg("expected Error code %d id %llu, got %s", (int)code, (unsigned long long)id,
+                 test_frame_str(r, fs, sizeof(fs)));
+    proto_frame_free(r);
+}
+
+static void test_gw_auth_wrong_channel(void **state)
+{
+    test_herald_t *h = gw_start(state, "--secret", GW_SECRET, NULL);
+    char tok[GW_TOKEN_CAP];
+    gw_token(tok, "alice", "news,chat:*", 3600, 0, GW_SECRET);
+    test_client_t c;
+    GW_OK(test_client_auth(&c, h->port, tok, GW_WAIT_MS), &c);
+
+    Herald__Frame f;
+    Herald__Subscribe sub;
+    test_frame_subscribe(&f, &sub, "sport");
+    expect_request_error(&c, &f, HERALD__ERROR__CODE__FORBIDDEN);
+    test_frame_subscribe(&f, &sub, "chat"); /* "chat:*" does not cover "chat" itself */
+    expect_request_error(&c, &f, HERALD__ERROR__CODE__FORBIDDEN);
+    Herald__Publish pub;
+    test_frame_publish(&f, &pub, "sport", "x", 1);
+    expect_request_error(&c, &f, HERALD__ERROR__CODE__FORBIDDEN);
+
+    /* The session goes on. */
+    GW_OK(test_client_ping(&c, GW_WAIT_MS), &c);
+    uint64_t off = 0;
+    GW_OK(test_client_subscribe(&c, "chat:lobby", &off, GW_WAIT_MS), &c);
+    uint64_t pub_off = 0;
+    GW_OK(test_client_publish(&c, "chat:lobby", "hi", 2, &pub_off, GW_WAIT_MS), &c);
+    assert_int_equal(pub_off, off + 1);
+    GW_OK(test_client_expect_push(&c, "chat:lobby", pub_off, NULL, GW_WAIT_MS), &c);
+
+    /* A token without a channels claim grants no channel at all. */
+    char bare[GW_TOKEN_CAP];
+    gw_token(bare, "bob", "", 3600, 0, GW_SECRET);
+    test_client_t b;
+    GW_OK(test_client_auth(&b, h->port, bare, GW_WAIT_MS), &b);
+    test_frame_subscribe(&f, &sub, "news");
+    expect_request_error(&b, &f, HERALD__ERROR__CODE__FORBIDDEN);
+    GW_OK(test_client_ping(&b, GW_WAIT_MS), &b);
+    test_client_close(&b);
+    test_client_close(&c);
+    gw_stop(state);
+}
+
+/* Sends f as the first frame of a new connection and expects Error{BAD_REQUEST} and the
+ * close. */
+static void expect_out_of_order(uint16_t port, Herald__Frame *f)
+{
+    test_client_t c;
+    GW_OK(test_client_open(&c, port, GW_WAIT_MS), &c);
+    f->id = 7;
+    GW_OK(test_client_send(&c, f, GW_WAIT_MS), &c);
+    int disc = -1;
+    int err = -1;
+    GW_OK(test_client_expect_close(&c, false, &disc, &err, GW_WAIT_MS), &c);
+    if (err != HERALD__ERROR__CODE__BAD_REQUEST)
+        fail_msg("%s before Connect: expected Error BAD_REQUEST, got %d (disconnect %d)",
+                 proto_body_name(f->body_case), err, disc);
+    if (disc != -1 && disc != HERALD__DISCONNECT__CODE__PROTOCOL_ERROR)
+        fail_msg("expected Disconnect PROTOCOL_ERROR (or none), got %d", disc);
+    test_client_close(&c);
+}
+
+static void test_gw_auth_frame_before_connect(void **state)
+{
+    test_herald_t *h = gw_start(state, "--secret", GW_SECRET, NULL);
+    Herald__Frame f;
+    Herald__Subscribe sub;
+    test_frame_subscribe(&f, &sub, "news");
+    expect_out_of_order(h->port, &f);
+    Herald__Ping ping;
+    test_frame_ping(&f, &ping);
+    expect_out_of_order(h->port, &f);
+    Herald__Publish pub;
+    test_frame_publish(&f, &pub, "news", "x", 1);
+    expect_out_of_order(h->port, &f);
+    /* A server-only frame from the client. */
+    Herald__Pong pong;
+    herald__frame__init(&f);
+    herald__pong__init(&pong);
+    f.body_case = HERALD__FRAME__BODY_PONG;
+    f.pong = &pong;
+    expect_out_of_order(h->port, &f);
+    gw_stop(state);
+}
+
+static void test_gw_auth_second_connect(void **state)
+{
+    test_herald_t *h = gw_start(state, "--secret", GW_SECRET, NULL);
+    char tok[GW_TOKEN_CAP];
+    gw_token(tok, "alice", "news", 3600, 0, GW_SECRET);
+    test_client_t c;
+    GW_OK(test_client_auth(&c, h->port, tok, GW_WAIT_MS), &c);
+    /* A second Connect on an authenticated session is out of order. */
+    int rc = test_client_hello(&c, tok, GW_WAIT_MS);
+    if (rc != -EPROTO || c.last_err_code != HERALD__ERROR__CODE__BAD_REQUEST)
+        fail_msg("second Connect: expected Error BAD_REQUEST, got %d: %s", rc,
+                 test_client_what(&c));
+    test_client_close(&c);
+    gw_stop(state);
+}
+
+static void test_gw_auth_insecure(void **state)
+{
+    test_herald_t *h = gw_start(state, "--insecure", NULL);
+    test_client_t c;
+    GW_OK(test_client_auth(&c, h->port, "bob", GW_WAIT_MS), &c);
+    assert_string_equal(c.user_id, "bob");
+    GW_OK(test_client_subscribe(&c, "any:channel", NULL, GW_WAIT_MS), &c);
+    test_client_t d;
+    GW_OK(test_client_auth(&d, h->port, "", GW_WAIT_MS), &d);
+    assert_string_equal(d.user_id, "anonymous");
+    /* A forged JWT is just a user name here. */
+    char other[GW_TOKEN_CAP];
+    gw_token(other, "carol", "news", 3600, 0, "whatever");
+    test_client_t e;
+    GW_OK(test_client_auth(&e, h->port, other, GW_WAIT_MS), &e);
+    GW_OK(test_client_subscribe(&e, "news", NULL, GW_WAIT_MS), &e);
+    test_client_close(&e);
+    test_client_close(&d);
+    test_client_close(&c);
+    gw_stop(state);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_teardown(test_gw_auth_good_token, gw_teardown),
+        cmocka_unit_test_teardown(test_gw_auth_expired_token, gw_teardown),
+        cmocka_unit_test_teardown(test_gw_auth_forged_token, gw_teardown),
+        cmocka_unit_test_teardown(test_gw_auth_wrong_channel, gw_teardown),
+        cmocka_unit_test_teardown(test_gw_auth_frame_before_connect, gw_teardown),
+        cmocka_unit_test_teardown(test_gw_auth_second_connect, gw_teardown),
+        cmocka_unit_test_teardown(test_gw_auth_insecure, gw_teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

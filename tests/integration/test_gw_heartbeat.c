@@ -1,0 +1,130 @@
+/*
+ * test_gw_heartbeat: herald's idle timeout and handshake deadline, with short values set by
+ * flags. ConnectOk announces the ping interval and idle timeout; a silent client gets
+ * Disconnect{IDLE_TIMEOUT} and the close, not before the timeout is near; a client that pings
+ * (every Ping answered by a Pong with its id) outlives several timeouts; a connection that never
+ * sends Connect is closed after the connect timeout.
+ *
+ * Time passes in poll() on the clients' sockets (the silent client's socket, waiting for its
+ * close), never in a sleep.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "gwtest_util.h"
+#include "proto_frame.h"
+
+#define PING_MS 1000
+#define IDLE_MS 2000
+#define PING_EVERY_MS 300
+
+static void test_gw_heartbeat_idle_timeout(void **state)
+{
+    test_herald_t *h = gw_start(state, "--insecure", "--ping-interval", "1s", "--idle-timeout",
+                                "2s", "--io-threads", "2", NULL);
+    test_client_t silent;
+    test_client_t pinger;
+    int64_t t0 = test_now_ms();
+    GW_OK(test_client_auth(&silent, h->port, "silent", GW_WAIT_MS), &silent);
+    GW_OK(test_client_auth(&pinger, h->port, "pinger", GW_WAIT_MS), &pinger);
+    assert_int_equal(silent.ping_interval_ms, PING_MS);
+    assert_int_equal(silent.idle_timeout_ms, IDLE_MS);
+    GW_OK(test_client_subscribe(&pinger, "news", NULL, GW_WAIT_MS), &pinger);
+
+    /* Wait for the silent client's close in short slices, pinging in between. */
+    int64_t deadline = t0 + 5 * IDLE_MS + GW_WAIT_MS;
+    int pongs = 0;
+    while (!test_client_is_closed(&silent, PING_EVERY_MS)) {
+        if (test_now_ms() > deadline)
+            fail_msg("the silent client was not closed within %d ms", 5 * IDLE_MS + GW_WAIT_MS);
+        GW_OK(test_client_ping(&pinger, GW_WAIT_MS), &pinger);
+        pongs++;
+    }
+    int64_t closed_after = test_now_ms() - t0;
+    /* The close came with Disconnect{IDLE_TIMEOUT}, and not long before the timeout. */
+    int disc = -1;
+    int err = -1;
+    GW_OK(test_client_expect_close(&silent, false, &disc, &err, GW_WAIT_MS), &silent);
+    assert_int_equal(disc, HERALD__DISCONNECT__CODE__IDLE_TIMEOUT);
+    assert_int_equal(err, -1);
+    if (closed_after < IDLE_MS / 2)
+        fail_msg("the silent client was closed after %lld ms (idle timeout %d ms)",
+                 (long long)closed_after, IDLE_MS);
+
+    /* The pinging client lives on, well past two more timeouts. */
+    int64_t until = test_now_ms() + 2 * IDLE_MS + 500;
+    while (test_now_ms() < until) {
+        if (test_client_is_closed(&pinger, PING_EVERY_MS))
+            fail_msg("the pinging client was closed after %d pings", pongs);
+        GW_OK(test_client_ping(&pinger, GW_WAIT_MS), &pinger);
+        pongs++;
+    }
+    assert_true(pongs >= 10);
+    /* Still fully working: it can publish and hear its message. */
+    uint64_t off = 0;
+    GW_OK(test_client_publish(&pinger, "news", "still here", 10, &off, GW_WAIT_MS), &pinger);
+    GW_OK(test_client_expect_push(&pinger, "news", off, NULL, GW_WAIT_MS), &pinger);
+    test_client_close(&silent);
+    test_client_close(&pinger);
+    gw_stop(state);
+}
+
+static void test_gw_heartbeat_other_frames_count(void **state)
+{
+    /* Any frame counts as activity: a client that only publishes is not idle. */
+    test_herald_t *h = gw_start(state, "--insecure", "--ping-interval", "1s", "--idle-timeout",
+                                "2s", "--publish-rate", "0", NULL);
+    test_client_t c;
+    GW_OK(test_client_auth(&c, h->port, "busy", GW_WAIT_MS), &c);
+    int64_t until = test_now_ms() + 3 * IDLE_MS;
+    while (test_now_ms() < until) {
+        if (test_client_is_closed(&c, PING_EVERY_MS))
+            fail_msg("a publishing client was closed as idle");
+        GW_OK(test_client_publish(&c, "chan", "x", 1, NULL, GW_WAIT_MS), &c);
+    }
+    test_client_close(&c);
+    gw_stop(state);
+}
+
+static void test_gw_heartbeat_connect_timeout(void **state)
+{
+    test_herald_t *h = gw_start(state, "--insecure", "--connect-timeout", "500ms", NULL);
+    test_client_t c;
+    int64_t t0 = test_now_ms();
+    GW_OK(test_client_open(&c, h->port, GW_WAIT_MS), &c);
+    int disc = -1;
+    int err = -1;
+    GW_OK(test_client_expect_close(&c, false, &disc, &err, GW_WAIT_MS), &c);
+    int64_t after = test_now_ms() - t0;
+    if (after < 250)
+        fail_msg("closed %lld ms after connecting (connect timeout 500 ms)", (long long)after);
+    assert_true(disc == -1 || disc == HERALD__DISCONNECT__CODE__IDLE_TIMEOUT ||
+                disc == HERALD__DISCONNECT__CODE__AUTH_FAILED);
+    /* A client that does send Connect in time is not affected. */
+    test_client_t d;
+    GW_OK(test_client_auth(&d, h->port, "quick", GW_WAIT_MS), &d);
+    assert_false(test_client_is_closed(&d, 1000));
+    GW_OK(test_client_ping(&d, GW_WAIT_MS), &d);
+    test_client_close(&d);
+    test_client_close(&c);
+    gw_stop(state);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_teardown(test_gw_heartbeat_idle_timeout, gw_teardown),
+        cmocka_unit_test_teardown(test_gw_heartbeat_other_frames_count, gw_teardown),
+        cmocka_unit_test_teardown(test_gw_heartbeat_connect_timeout, gw_teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,243 @@
+/*
+ * test_gw_pubsub: subscribe, publish and receive through a real herald with 4 IO loops. Enough
+ * clients connect that every loop holds some (checked in /metrics, herald_connections per
+ * loop); a publish from one client reaches the subscribers on every loop; PublishOk offsets
+ * grow by one per message on a channel; every subscriber sees Push offsets consecutive, with
+ * the published payloads, in order. Channels are isolated, Unsubscribe stops delivery, and a
+ * pipelined burst of publishes keeps its order.
+ *
+ * "Nothing else arrived" is proven without waiting for silence: a Ping is answered after
+ * everything queued before it, so a Pong with no frame kept ahead of it means nothing was.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "gwtest_util.h"
+#include "proto_frame.h"
+
+#define N_SUBS 16
+#define N_LOOPS "4"
+#define N_MSGS 50
+#define N_BURST 500
+#define CHANNELS "room,other,c:*"
+
+static test_herald_t *start(void **state)
+{
+    return gw_start(state, "--secret", GW_SECRET, "--io-threads", N_LOOPS, "--publish-rate", "0",
+                    "--api-key", GW_API_KEY, NULL);
+}
+
+/* Connects n clients as users u0..u(n-1) with the CHANNELS claim. */
+static void connect_all(const test_herald_t *h, test_client_t *cs, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        char user[32];
+        char tok[GW_TOKEN_CAP];
+        snprintf(user, sizeof(user), "u%zu", i);
+        gw_token(tok, user, CHANNELS, 3600, 0, GW_SECRET);
+        GW_OK(test_client_auth(&cs[i], h->port, tok, GW_WAIT_MS), &cs[i]);
+        assert_string_equal(cs[i].user_id, user);
+    }
+}
+
+static void close_all(test_client_t *cs, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        test_client_close(&cs[i]);
+}
+
+/* Asserts that c has nothing queued before the answer to a Ping. */
+static void expect_nothing_more(test_client_t *c, size_t who)
+{
+    GW_OK(test_client_ping(c, GW_WAIT_MS), c);
+    if (c->n_kept != 0) {
+        char fs[384];
+        fail_msg("client %zu received an unexpected %s", who,
+                 test_frame_str(c->kept[0], fs, sizeof(fs)));
+    }
+}
+
+/* Reads GET /metrics and counts the loops whose herald_connections gauge is positive. */
+static int loops_with_connections(const test_herald_t *h)
+{
+    test_http_resp_t r;
+    const char *hdrs[] = {"X-Api-Key: " GW_API_KEY, NULL};
+    int rc = test_http_request(h->admin_port, "GET", "/metrics", hdrs, NULL, 0, GW_WAIT_MS, &r);
+    assert_int_equal(rc, 0);
+    assert_int_equal(r.status, 200);
+    int loops = 0;
+    for (const char *p = r.body; (p = strstr(p, "\nherald_connections{")) != NULL; p++) {
+        const char *v = strchr(p + 1, ' ');
+        if (v && strtod(v + 1, NULL) > 0)
+            loops++;
+    }
+    test_http_resp_free(&r);
+    return loops;
+}
+
+static void test_gw_pubsub_across_loops(void **state)
+{
+    test_herald_t *h = start(state);
+    static test_client_t subs[N_SUBS];
+    connect_all(h, subs, N_SUBS);
+    /* Connections are dealt round-robin, so 16 of them cover all 4 loops. */
+    assert_int_equal(loops_with_connections(h), 4);
+
+    uint64_t base[N_SUBS];
+    for (size_t i = 0; i < N_SUBS; i++)
+        GW_OK(test_client_subscribe(&subs[i], "room", &base[i], GW_WAIT_MS), &subs[i]);
+    for (size_t i = 1; i < N_SUBS; i++)
+        assert_int_equal(base[i], base[0]);
+
+    /* The last subscriber publishes; it hears its own messages too. */
+    test_client_t *pub = &subs[N_SUBS - 1];
+    uint64_t prev = base[0];
+    for (int m = 1; m <= N_MSGS; m++) {
+        char payload[32];
+        int len = snprintf(payload, sizeof(payload), "msg-%d", m);
+        uint64_t off = 0;
+        GW_OK(test_client_publish(pub, "room", payload, (size_t)len, &off, GW_WAIT_MS), pub);
+        assert_int_equal(off, prev + 1);
+        prev = off;
+    }
+    for (size_t i = 0; i < N_SUBS; i++) {
+        for (int m = 1; m <= N_MSGS; m++) {
+            Herald__Frame *f = NULL;
+            GW_OK(test_client_expect_push(&subs[i], "room", base[i] + (uint64_t)m, &f, GW_WAIT_MS),
+                  &subs[i]);
+            char payload[32];
+            int len = snprintf(payload, sizeof(payload), "msg-%d", m);
+            assert_int_equal(f->push->payload.len, (size_t)len);
+            assert_memory_equal(f->push->payload.data, payload, (size_t)len);
+            assert_true(f->push->publish_time_ms > 0);
+            proto_frame_free(f);
+        }
+        expect_nothing_more(&subs[i], i);
+    }
+    close_all(subs, N_SUBS);
+    gw_stop(state);
+}
+
+static void test_gw_pubsub_channels_isolated(void **state)
+{
+    test_herald_t *h = start(state);
+    static test_client_t cs[8];
+    connect_all(h, cs, 8);
+    uint64_t room_base = 0;
+    uint64_t other_base = 0;
+    /* 0..3 on room, 4..7 on other, 0 and 4 on both. */
+    for (size_t i = 0; i < 8; i++) {
+        const char *ch = i < 4 ? "room" : "other";
+        GW_OK(test_client_subscribe(&cs[i], ch, i < 4 ? &room_base : &other_base, GW_WAIT_MS),
+              &cs[i]);
+    }
+    GW_OK(test_client_subscribe(&cs[0], "other", NULL, GW_WAIT_MS), &cs[0]);
+    GW_OK(test_client_subscribe(&cs[4], "room", NULL, GW_WAIT_MS), &cs[4]);
+
+    uint64_t off_other = 0;
+    GW_OK(test_client_publish(&cs[7], "other", "o", 1, &off_other, GW_WAIT_MS), &cs[7]);
+    assert_int_equal(off_other, other_base + 1);
+    uint64_t off_room = 0;
+    GW_OK(test_client_publish(&cs[1], "room", "r", 1, &off_room, GW_WAIT_MS), &cs[1]);
+    assert_int_equal(off_room, room_base + 1);
+
+    for (size_t i = 0; i < 8; i++) {
+        bool is_room = i < 4 || i == 4;
+        bool is_other = i >= 4 || i == 0;
+        /* Pushes of different channels may interleave; collect both by channel. */
+        for (int k = 0; k < (int)is_room + (int)is_other; k++) {
+            Herald__Frame *f = NULL;
+            assert_int_equal(test_client_recv(&cs[i], &f, GW_WAIT_MS), 1);
+            char fs[384];
+            if (f->body_case != HERALD__FRAME__BODY_PUSH)
+                fail_msg("client %zu: %s", i, test_frame_str(f, fs, sizeof(fs)));
+            bool ok =
+                (strcmp(f->push->channel, "room") == 0 && is_room && f->push->offset == off_room) ||
+                (strcmp(f->push->channel, "other") == 0 && is_other &&
+                 f->push->offset == off_other);
+            if (!ok)
+                fail_msg("client %zu got %s", i, test_frame_str(f, fs, sizeof(fs)));
+            proto_frame_free(f);
+        }
+        expect_nothing_more(&cs[i], i);
+    }
+
+    /* After Unsubscribe, room no longer reaches client 2; client 3 still hears it. */
+    GW_OK(test_client_unsubscribe(&cs[2], "room", GW_WAIT_MS), &cs[2]);
+    GW_OK(test_client_publish(&cs[1], "room", "r2", 2, &off_room, GW_WAIT_MS), &cs[1]);
+    GW_OK(test_client_expect_push(&cs[3], "room", off_room, NULL, GW_WAIT_MS), &cs[3]);
+    expect_nothing_more(&cs[2], 2);
+    /* Unsubscribing twice is an error that keeps the session. */
+    int rc = test_client_unsubscribe(&cs[2], "room", GW_WAIT_MS);
+    if (rc != -EPROTO || cs[2].last_err_code != HERALD__ERROR__CODE__NOT_SUBSCRIBED)
+        fail_msg("second Unsubscribe: expected NOT_SUBSCRIBED, got %d %s", rc,
+                 test_client_what(&cs[2]));
+    rc = test_client_subscribe(&cs[3], "room", NULL, GW_WAIT_MS);
+    if (rc != -EPROTO || cs[3].last_err_code != HERALD__ERROR__CODE__ALREADY_SUBSCRIBED)
+        fail_msg("second Subscribe: expected ALREADY_SUBSCRIBED, got %d %s", rc,
+                 test_client_what(&cs[3]));
+    expect_nothing_more(&cs[2], 2);
+    close_all(cs, 8);
+    gw_stop(state);
+}
+
+static void test_gw_pubsub_pipelined_burst(void **state)
+{
+    test_herald_t *h = start(state);
+    static test_client_t cs[8];
+    connect_all(h, cs, 8);
+    uint64_t base = 0;
+    for (size_t i = 1; i < 8; i++)
+        GW_OK(test_client_subscribe(&cs[i], "c:burst", &base, GW_WAIT_MS), &cs[i]);
+
+    /* N_BURST publishes written back to back, then their answers read in order. */
+    test_client_t *pub = &cs[0];
+    for (uint64_t m = 1; m <= N_BURST; m++) {
+        Herald__Frame f;
+        Herald__Publish body;
+        test_frame_publish(&f, &body, "c:burst", &m, sizeof(m));
+        f.id = 1000 + m;
+        GW_OK(test_client_send(pub, &f, GW_WAIT_MS), pub);
+    }
+    for (uint64_t m = 1; m <= N_BURST; m++) {
+        Herald__Frame *r = NULL;
+        assert_int_equal(test_client_recv(pub, &r, GW_WAIT_MS), 1);
+        char fs[384];
+        if (r->body_case != HERALD__FRAME__BODY_PUBLISH_OK || r->id != 1000 + m ||
+            r->publish_ok->offset != base + m)
+            fail_msg("publish %llu: got %s", (unsigned long long)m,
+                     test_frame_str(r, fs, sizeof(fs)));
+        proto_frame_free(r);
+    }
+    for (size_t i = 1; i < 8; i++) {
+        for (uint64_t m = 1; m <= N_BURST; m++) {
+            Herald__Frame *f = NULL;
+            GW_OK(test_client_expect_push(&cs[i], "c:burst", base + m, &f, GW_WAIT_MS), &cs[i]);
+            assert_int_equal(f->push->payload.len, sizeof(m));
+            assert_memory_equal(f->push->payload.data, &m, sizeof(m));
+            proto_frame_free(f);
+        }
+        expect_nothing_more(&cs[i], i);
+    }
+    close_all(cs, 8);
+    gw_stop(state);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_teardown(test_gw_pubsub_across_loops, gw_teardown),
+        cmocka_unit_test_teardown(test_gw_pubsub_channels_isolated, gw_teardown),
+        cmocka_unit_test_teardown(test_gw_pubsub_pipelined_burst, gw_teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
