@@ -2,12 +2,12 @@
  * nl_pool: bounded worker pool with write-back to loops (see nl_pool.h). Design, and why:
  *
  * - The queue is a bounded MPMC ring with a sequence number per slot (Dmitry Vyukov's design,
- *   written from its description). A producer claims pos with one CAS on enq_pos when
- *   slot.seq == pos, fills the slot and publishes seq = pos + 1; a worker claims it with one
- *   CAS on deq_pos when seq == pos + 1, copies the job out and frees the slot with seq = pos +
- *   capacity. No lock, so a producer preempted mid-submit stalls nobody, which is what sinks a
- *   mutex queue when threads outnumber the 2 cores. One slot per cache line: no false sharing.
- *   The index is pos modulo capacity (a mask for powers of two): the capacity is exact.
+ *   written from its description) in half steps: a producer claims pos by CAS on enq_pos when
+ *   slot.seq == 2 pos and publishes seq = 2 pos + 1; a worker claims it by CAS on deq_pos when
+ *   seq == 2 pos + 1 and frees it with 2 (pos + capacity). (Whole steps confuse "published for
+ *   pos" with "free for pos + capacity" at capacity 1: a test caught a task overwritten.) No
+ *   lock, so a producer preempted mid-submit stalls nobody, which sinks a mutex queue when
+ *   threads outnumber cores. A slot per cache line; index pos % capacity: capacity is exact.
  *
  * - Shutdown sets bit 63 of enq_pos (POS_CLOSED): every later CAS fails on it, and the value
  *   before the bit is the exact count of accepted tasks, which workers (drain) or the shutting
@@ -15,10 +15,10 @@
  *
  * - One idle worker spins briefly; the others park on a futex eventcount: parked++, read
  *   epoch, re-check the ring, futex_wait(epoch). A producer wakes one only when some are
- *   parked, none spins and no wake-up is already on its way: no system call per submit when
- *   busy. Lost wake-ups are ruled out Dekker-style: the producer publishes with a seq_cst
- *   exchange then loads parked; the worker increments parked, fences, re-checks the ring; one
- *   must see the other. NL_POOL_WAIT submitters wait the same way on full_waiters/full_epoch.
+ *   parked, none spins and no wake-up is on its way: no system call per submit when busy.
+ *   Lost wake-ups are ruled out Dekker-style: the producer publishes (seq_cst exchange) then
+ *   loads parked; the worker increments parked, fences, re-checks the ring; one sees the other.
+ *   NL_POOL_WAIT submitters wait the same way on full_waiters/full_epoch.
  *
  * - Counters live where they are written: enq_pos is the submitted count; per-worker counts
  *   and histograms are written by their worker only (nl_hist_record_local) and summed by
@@ -59,11 +59,15 @@
 #define POOL_DEFAULT_KEEPALIVE_MS 10000u
 #define POS_CLOSED (UINT64_C(1) << 63)
 #define CACHE_LINE 64
-/* How long the one spinning worker polls the ring before it parks. bench_pool on the shared
- * 2-core VM: 20 us made things worse (two busy threads per 2 CPUs; CFS then delays the spinner
- * by whole time slices, p50 went from 3 us to ms at 50k tasks/s), 0-2 us were alike; 2 us
- * still saves the futex round trip when tasks come in quick succession. */
+/* How long the spinning worker polls before it parks. bench_pool on the shared 2-core VM:
+ * 20 us hurt (CFS delays a busy spinner by whole slices: p50 3 us -> ms at 50k tasks/s); 0-2
+ * us were alike, and 2 us still saves the futex round trip for tasks in quick succession. */
 #define SPIN_NS 2000
+/* How long a spinner's heartbeat, or a wake-up sent, stops producers waking another worker.
+ * Past that the spinner or wakee is likely preempted (for ms on a busy machine) and the queue
+ * would wait for it: before these expired, 100k tasks/s filled a 1024-slot queue there. */
+#define SPIN_GRACE_NS 10000
+#define WAKE_GRACE_NS 50000
 #define WAIT_FOREVER UINT64_MAX
 
 enum { WORKER_EMPTY = 0, WORKER_RUNNING, WORKER_EXITED, WORKER_JOINING };
@@ -123,10 +127,10 @@ struct nl_pool_s {
      * made each submit miss in cache while a worker went idle between tasks. */
     alignas(CACHE_LINE) _Atomic uint32_t parked;
     _Atomic uint32_t epoch;     /* futex word for parked workers */
-    _Atomic uint32_t is_waking; /* a wake-up is on its way to a parked worker */
+    _Atomic uint64_t waking_ns; /* when a wake-up was sent and not yet taken up; 0: none */
     _Atomic uint32_t nthreads;
     _Atomic uint32_t is_discarding;
-    alignas(CACHE_LINE) _Atomic uint32_t spinning; /* an idle worker spins: it takes the next */
+    alignas(CACHE_LINE) _Atomic uint64_t spin_beat_ns; /* spinner's last heartbeat; 0: none */
     _Atomic uint32_t idle; /* workers spinning or parked (only kept when bursts are possible) */
     /* Read by every worker after each job. */
     alignas(CACHE_LINE) _Atomic uint32_t full_waiters;
@@ -155,12 +159,8 @@ static inline void cpu_relax(void)
 {
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_ia32_pause();
-#else
-    atomic_signal_fence(memory_order_seq_cst);
 #endif
 }
-
-/* --- futex ---------------------------------------------------------------------------- */
 
 /* Sleeps while *word == expect, at most timeout_ns (WAIT_FOREVER: no limit). Returns 0 when
  * woken, when the word had already changed or on a signal; -ETIMEDOUT when the time ran out. */
@@ -199,7 +199,7 @@ static int ring_push(nl_pool_t *pool, const pool_job_t *job, uint64_t *pos_out)
             return -ESHUTDOWN;
         slot = ring_slot(pool, pos);
         uint64_t seq = atomic_load_explicit(&slot->seq, memory_order_acquire);
-        int64_t dif = (int64_t)(seq - pos);
+        int64_t dif = (int64_t)(seq - 2 * pos);
         if (dif == 0) {
             if (atomic_compare_exchange_weak_explicit(&pool->enq_pos, &pos, pos + 1,
                                                       memory_order_relaxed, memory_order_relaxed))
@@ -214,7 +214,7 @@ static int ring_push(nl_pool_t *pool, const pool_job_t *job, uint64_t *pos_out)
     slot->job = *job;
     /* seq_cst exchange rather than a release store: it also orders this publish before the
      * caller's load of `parked` (see the file comment). */
-    atomic_exchange_explicit(&slot->seq, pos + 1, memory_order_seq_cst);
+    atomic_exchange_explicit(&slot->seq, 2 * pos + 1, memory_order_seq_cst);
     *pos_out = pos;
     return 0;
 }
@@ -228,7 +228,7 @@ static bool ring_pop(nl_pool_t *pool, pool_job_t *out)
     for (;;) {
         slot = ring_slot(pool, pos);
         uint64_t seq = atomic_load_explicit(&slot->seq, memory_order_acquire);
-        int64_t dif = (int64_t)(seq - (pos + 1));
+        int64_t dif = (int64_t)(seq - (2 * pos + 1));
         if (dif == 0) {
             if (atomic_compare_exchange_weak_explicit(&pool->deq_pos, &pos, pos + 1,
                                                       memory_order_relaxed, memory_order_relaxed))
@@ -241,7 +241,7 @@ static bool ring_pop(nl_pool_t *pool, pool_job_t *out)
     }
     *out = slot->job;
     /* Exchange for the same reason as in ring_push: ordered before the full_waiters load. */
-    atomic_exchange_explicit(&slot->seq, pos + pool->capacity, memory_order_seq_cst);
+    atomic_exchange_explicit(&slot->seq, 2 * (pos + pool->capacity), memory_order_seq_cst);
     if (atomic_load_explicit(&pool->full_waiters, memory_order_seq_cst) > 0)
         futex_signal(&pool->full_epoch, 1);
     return true;
@@ -252,7 +252,7 @@ static bool ring_peek(const nl_pool_t *pool)
 {
     uint64_t pos = atomic_load_explicit(&pool->deq_pos, memory_order_relaxed);
     const pool_slot_t *slot = ring_slot(pool, pos);
-    return atomic_load_explicit(&slot->seq, memory_order_acquire) == pos + 1;
+    return atomic_load_explicit(&slot->seq, memory_order_acquire) == 2 * pos + 1;
 }
 
 /* --- completions ---------------------------------------------------------------------- */
@@ -260,12 +260,9 @@ static bool ring_peek(const nl_pool_t *pool)
 /* Runs on the loop's thread, from its post queue. */
 static void comp_run(void *p)
 {
-    pool_comp_t *c = p;
-    nl_pool_done_cb done = c->done;
-    void *arg = c->arg;
-    int status = c->status;
-    free(c);
-    done(arg, status);
+    pool_comp_t c = *(pool_comp_t *)p;
+    free(p);
+    c.done(c.arg, c.status);
 }
 
 /* Hands the job's completion on: posted to its loop, or run here when it has none. */
@@ -274,8 +271,8 @@ static void job_finish(const pool_job_t *job, int status)
     if (job->comp) {
         job->comp->status = status;
         int err = nl_loop_post(job->comp->loop, comp_run, job->comp);
-        /* Only ENOMEM growing the loop's post array can fail this. Dropping the completion
-         * would break the exactly-once promise and leak the caller's request, so it is fatal. */
+        /* Only ENOMEM growing the loop's post array fails this; dropping the completion would
+         * break exactly-once and leak the caller's request, so it is fatal. */
         NL_ASSERT(err == 0);
     } else if (job->done) {
         job->done(job->arg, status);
@@ -353,44 +350,59 @@ static bool worker_try_retire(nl_pool_t *pool, pool_worker_t *w)
     return is_retired;
 }
 
-/*
- * Wakes one parked worker unless none is parked or a wake-up is on its way. Without is_waking,
- * each submit made while the woken worker is still being scheduled (tens of us on a busy
- * machine) would make its own futex call: measured, that storm cost 10x in throughput. A
- * parker clears the flag after reading epoch (and on leaving), so a flag it did not clear
- * comes with an epoch bump it has not read: its futex_wait cannot sleep through it.
- */
-static void pool_wake_one(nl_pool_t *pool)
+/* True when then_ns (0: never) is less than grace_ns before now_ns. */
+static bool is_recent(uint64_t then_ns, uint64_t now_ns, int64_t grace_ns)
 {
-    /* A spinning worker will take the task; see worker_spin for why skipping is safe. */
+    return then_ns != 0 && (int64_t)(now_ns - then_ns) < grace_ns;
+}
+
+/*
+ * Wakes one parked worker unless none is parked, one spins, or a wake-up is on its way. Without
+ * waking_ns, each submit made while the woken worker is still being scheduled would make its
+ * own futex call: measured, that storm cost 10x in throughput. A parker clears it after
+ * reading epoch (and on leaving), so a mark it did not clear comes with an epoch bump it has
+ * not read: its futex_wait cannot sleep through it. Both suppressions expire (see GRACE).
+ */
+static void pool_wake_one(nl_pool_t *pool, uint64_t now_ns)
+{
     if (atomic_load_explicit(&pool->parked, memory_order_seq_cst) == 0 ||
-        atomic_load_explicit(&pool->spinning, memory_order_seq_cst) != 0 ||
-        atomic_load_explicit(&pool->is_waking, memory_order_seq_cst) != 0 ||
-        atomic_exchange_explicit(&pool->is_waking, 1, memory_order_seq_cst) != 0)
+        is_recent(atomic_load_explicit(&pool->spin_beat_ns, memory_order_seq_cst), now_ns,
+                  SPIN_GRACE_NS))
+        return;
+    uint64_t sent_ns = atomic_load_explicit(&pool->waking_ns, memory_order_seq_cst);
+    if (is_recent(sent_ns, now_ns, WAKE_GRACE_NS) ||
+        !atomic_compare_exchange_strong_explicit(&pool->waking_ns, &sent_ns, now_ns | 1,
+                                                 memory_order_seq_cst, memory_order_seq_cst))
         return;
     futex_signal(&pool->epoch, 1);
 }
 
-/* Polls the ring for up to SPIN_NS. Only one idle worker spins at a time (the others park at
- * once), so idle workers never take more than one CPU from the producers on a small machine;
- * while it spins, producers skip the wake-up (pool_wake_one): it will take the task. It stops
- * spinning (seq_cst) before it counts itself parked and re-checks the ring, so a producer that
- * saw it spinning cannot leave a task behind. Returns true when a task showed up. */
+/* Polls the ring for up to SPIN_NS, with a heartbeat in spin_beat_ns. Only one idle worker
+ * spins at a time (the others park at once), so idle workers never take more than one CPU from
+ * the producers on a small machine; while it spins, producers skip the wake-up. It clears the
+ * heartbeat (seq_cst) before it counts itself parked and re-checks the ring, so a producer
+ * that saw it spinning cannot leave a task behind. Returns true when a task showed up. */
 static bool worker_spin(nl_pool_t *pool)
 {
-    uint32_t none = 0;
-    if (!atomic_compare_exchange_strong_explicit(&pool->spinning, &none, 1, memory_order_seq_cst,
-                                                 memory_order_relaxed))
+    uint64_t now_ns = nl_now_ns();
+    uint64_t beat_ns = atomic_load_explicit(&pool->spin_beat_ns, memory_order_relaxed);
+    if (is_recent(beat_ns, now_ns, SPIN_GRACE_NS) ||
+        !atomic_compare_exchange_strong_explicit(&pool->spin_beat_ns, &beat_ns, now_ns | 1,
+                                                 memory_order_seq_cst, memory_order_relaxed))
         return false;
     bool is_found = false;
-    uint64_t deadline_ns = nl_now_ns() + SPIN_NS;
+    uint64_t deadline_ns = now_ns + SPIN_NS;
     for (unsigned i = 1; !is_found; i++) {
         cpu_relax();
         is_found = ring_peek(pool);
-        if (!is_found && (i & 31) == 0 && nl_now_ns() >= deadline_ns)
+        if (is_found || (i & 31) != 0)
+            continue;
+        now_ns = nl_now_ns();
+        if (now_ns >= deadline_ns)
             break;
+        atomic_store_explicit(&pool->spin_beat_ns, now_ns | 1, memory_order_relaxed);
     }
-    atomic_store_explicit(&pool->spinning, 0, memory_order_seq_cst);
+    atomic_store_explicit(&pool->spin_beat_ns, 0, memory_order_seq_cst);
     return is_found;
 }
 
@@ -408,17 +420,17 @@ static bool worker_park(nl_pool_t *pool, pool_worker_t *w)
     atomic_fetch_add_explicit(&pool->parked, 1, memory_order_seq_cst);
     uint32_t e = atomic_load_explicit(&pool->epoch, memory_order_seq_cst);
     /* Cleared after reading epoch, never before: a producer preempted between its push and
-     * its wake-up could otherwise set the flag after the clear, bump an epoch already read
-     * here (for a task this worker took before parking) and leave the flag set with this
-     * worker asleep: every later wake-up suppressed. bench_pool hung on that once. */
-    atomic_store_explicit(&pool->is_waking, 0, memory_order_seq_cst);
+     * its wake-up could otherwise mark after the clear, bump an epoch already read here (for
+     * a task this worker took before parking) and leave the mark with this worker asleep:
+     * later wake-ups suppressed. bench_pool hung on that once. */
+    atomic_store_explicit(&pool->waking_ns, 0, memory_order_seq_cst);
     atomic_thread_fence(memory_order_seq_cst);
     /* A closed pool with tasks still unpublished: do not sleep, their producers are mid-way. */
     bool is_closed = atomic_load_explicit(&pool->enq_pos, memory_order_seq_cst) & POS_CLOSED;
     bool has_work = ring_peek(pool);
     int rc = has_work || is_closed ? 0 : futex_wait(&pool->epoch, e, timeout_ns);
     atomic_fetch_sub_explicit(&pool->parked, 1, memory_order_seq_cst);
-    atomic_store_explicit(&pool->is_waking, 0, memory_order_seq_cst);
+    atomic_store_explicit(&pool->waking_ns, 0, memory_order_seq_cst);
     if (is_closed && !has_work)
         sched_yield(); /* lets a descheduled producer publish what it claimed */
     if (rc == -ETIMEDOUT)
@@ -430,8 +442,7 @@ static bool worker_park(nl_pool_t *pool, pool_worker_t *w)
 static void worker_run(pool_worker_t *w, const pool_job_t *job, uint64_t start_ns)
 {
     atomic_store_explicit(&w->is_busy, 1, memory_order_relaxed);
-    /* The producer read the clock on another CPU; CLOCK_MONOTONIC is system-wide, so this is
-     * not negative, but guard anyway rather than record 2^64. */
+    /* CLOCK_MONOTONIC is system-wide, but guard rather than ever record 2^64. */
     nl_hist_record_local(&w->wait_ns, start_ns > job->enqueue_ns ? start_ns - job->enqueue_ns : 0);
     job_finish(job, job->work(job->arg));
     uint64_t done = atomic_load_explicit(&w->completed, memory_order_relaxed);
@@ -439,12 +450,11 @@ static void worker_run(pool_worker_t *w, const pool_job_t *job, uint64_t start_n
     atomic_store_explicit(&w->is_busy, 0, memory_order_relaxed);
 }
 
-/* Records the run time of the job started at *since_ns (0: none pending) as ending at now_ns. */
-static void worker_close_run(pool_worker_t *w, uint64_t *since_ns, uint64_t now_ns)
+/* Records the run of the job started at since_ns (0: none pending) as ending at now_ns. */
+static void worker_close_run(pool_worker_t *w, uint64_t since_ns, uint64_t now_ns)
 {
-    if (*since_ns)
-        nl_hist_record_local(&w->run_ns, now_ns - *since_ns);
-    *since_ns = 0;
+    if (since_ns)
+        nl_hist_record_local(&w->run_ns, now_ns - since_ns);
 }
 
 static void *worker_main(void *p)
@@ -456,25 +466,25 @@ static void *worker_main(void *p)
     snprintf(name, sizeof(name), "%.10s-%u", pool->name, w->index);
     pthread_setname_np(pthread_self(), name);
     pool_job_t job;
-    /* One clock read per job: the start of a job is the end of the one before (clock reads
-     * cost ~70 ns in this VM, as much as the rest of the hand-off). An idle spell or exit
-     * reads the clock to close the last run. */
+    /* One clock read per job (~70 ns in this VM, as much as the rest of the hand-off): a
+     * job's start ends the run before it; an idle spell or exit closes the last one. */
     uint64_t since_ns = 0;
     for (;;) {
         if (atomic_load_explicit(&pool->is_discarding, memory_order_relaxed))
             break;
         if (ring_pop(pool, &job)) {
             uint64_t now_ns = nl_now_ns();
-            worker_close_run(w, &since_ns, now_ns);
+            worker_close_run(w, since_ns, now_ns);
             since_ns = now_ns;
             /* More work behind this job: hand the wake-up on, so a burst fans out over the
              * parked workers without costing the producers a system call each. */
             if (atomic_load_explicit(&pool->parked, memory_order_relaxed) && ring_peek(pool))
-                pool_wake_one(pool);
+                pool_wake_one(pool, now_ns);
             worker_run(w, &job, now_ns);
             continue;
         }
-        worker_close_run(w, &since_ns, nl_now_ns());
+        worker_close_run(w, since_ns, nl_now_ns());
+        since_ns = 0;
         /* Counted idle while spinning and parked, for pool_maybe_grow (so only when burst
          * threads are possible). Only busy-to-idle transitions pay for this increment. */
         bool can_grow = pool->max_threads > pool->core_threads;
@@ -486,19 +496,15 @@ static void *worker_main(void *p)
         if (is_exit)
             break;
     }
-    worker_close_run(w, &since_ns, nl_now_ns());
+    worker_close_run(w, since_ns, nl_now_ns());
     return NULL;
 }
 
 /* --- submit ----------------------------------------------------------------------------- */
 
-/*
- * Raises the high-water mark to the depth after the push at pos. Reading deq_pos on every
- * submit would pull the workers' busiest cache line over (measured: two thirds of the submit's
- * cost). deq_hint is an older deq_pos, so pos + 1 - deq_hint bounds the depth from above; only
- * when that bound beats the mark is deq_pos read, and the hint refreshed. In a steady state that
- * is once per `hwm` submits.
- */
+/* Raises the high-water mark to the depth after the push at pos. Reading deq_pos, the workers'
+ * busiest line, on every submit cost two thirds of a submit; deq_hint, an older deq_pos, bounds
+ * the depth from above, so deq_pos is read only when that bound beats the mark. */
 static void pool_note_depth(nl_pool_t *pool, uint64_t pos)
 {
     uint64_t hwm = atomic_load_explicit(&pool->hwm, memory_order_relaxed);
@@ -523,7 +529,7 @@ static int pool_enqueue(nl_pool_t *pool, pool_job_t *job)
     int err = ring_push(pool, job, &pos);
     if (err < 0)
         return err;
-    pool_wake_one(pool);
+    pool_wake_one(pool, job->enqueue_ns);
     pool_note_depth(pool, pos);
     if (pool->max_threads > pool->core_threads)
         pool_maybe_grow(pool);
@@ -598,16 +604,11 @@ int nl_pool_submit(nl_pool_t *pool, nl_loop_t *loop, nl_pool_work_cb work, nl_po
 static int pool_check_opts(const nl_pool_opts_t *o, nl_pool_opts_t *out)
 {
     *out = o ? *o : (nl_pool_opts_t){0};
-    if (out->core_threads == 0)
-        out->core_threads = 1;
-    if (out->max_threads == 0)
-        out->max_threads = out->core_threads;
-    if (out->keepalive_ms == 0)
-        out->keepalive_ms = POOL_DEFAULT_KEEPALIVE_MS;
-    if (out->queue_capacity == 0)
-        out->queue_capacity = POOL_DEFAULT_CAPACITY;
-    if (out->name == NULL)
-        out->name = "nl-pool";
+    out->core_threads = out->core_threads ? out->core_threads : 1;
+    out->max_threads = out->max_threads ? out->max_threads : out->core_threads;
+    out->keepalive_ms = out->keepalive_ms ? out->keepalive_ms : POOL_DEFAULT_KEEPALIVE_MS;
+    out->queue_capacity = out->queue_capacity ? out->queue_capacity : POOL_DEFAULT_CAPACITY;
+    out->name = out->name ? out->name : "nl-pool";
     if (out->max_threads < out->core_threads || out->max_threads > POOL_MAX_THREADS ||
         out->queue_capacity > POOL_MAX_CAPACITY)
         return -EINVAL;
@@ -636,7 +637,7 @@ static nl_pool_t *pool_alloc(const nl_pool_opts_t *o)
         return NULL;
     }
     for (uint32_t i = 0; i < o->queue_capacity; i++)
-        atomic_init(&pool->slots[i].seq, i);
+        atomic_init(&pool->slots[i].seq, 2 * (uint64_t)i);
     for (uint32_t i = 0; i < o->max_threads; i++) {
         pool->workers[i].pool = pool;
         pool->workers[i].index = i;
