@@ -103,11 +103,10 @@ int gw_session_send(gw_loop_t *lp, gw_session_t *s, const Herald__Frame *f)
     return err;
 }
 
-void gw_session_begin_close(gw_loop_t *lp, gw_session_t *s, gw_close_reason_t reason,
-                            Herald__Disconnect__Code code, const char *text, bool reconnect)
+/* Sends the session's last frame, Disconnect{code, text}, with a 1 s reconnect hint if any. */
+static void session_send_disconnect(gw_loop_t *lp, gw_session_t *s, Herald__Disconnect__Code code,
+                                    const char *text, bool reconnect)
 {
-    if (s->state == GW_SESSION_CLOSING)
-        return;
     Herald__Disconnect d = HERALD__DISCONNECT__INIT;
     d.code = code;
     d.reason = (char *)(uintptr_t)text; /* packing only reads it */
@@ -117,6 +116,14 @@ void gw_session_begin_close(gw_loop_t *lp, gw_session_t *s, gw_close_reason_t re
     f.body_case = HERALD__FRAME__BODY_DISCONNECT;
     f.disconnect = &d;
     (void)gw_session_send(lp, s, &f);
+}
+
+void gw_session_begin_close(gw_loop_t *lp, gw_session_t *s, gw_close_reason_t reason,
+                            Herald__Disconnect__Code code, const char *text, bool reconnect)
+{
+    if (s->state == GW_SESSION_CLOSING)
+        return;
+    session_send_disconnect(lp, s, code, text, reconnect);
     s->state = GW_SESSION_CLOSING;
     s->close_reason = (uint8_t)reason;
     gw_sub_remove_all(&lp->subs, &s->subs);
@@ -478,15 +485,7 @@ static bool session_slow(gw_loop_t *lp, gw_session_t *s)
         return false;
     /* Inside a delivery loop: the index must not change now, so the subscriptions go in
      * on_close; a forced close drops output the client was never going to read anyway. */
-    Herald__Disconnect d = HERALD__DISCONNECT__INIT;
-    d.code = HERALD__DISCONNECT__CODE__SLOW_CONSUMER;
-    d.reason = (char *)"slow consumer";
-    d.reconnect = true;
-    d.reconnect_delay_ms = 1000;
-    Herald__Frame f = HERALD__FRAME__INIT;
-    f.body_case = HERALD__FRAME__BODY_DISCONNECT;
-    f.disconnect = &d;
-    (void)gw_session_send(lp, s, &f);
+    session_send_disconnect(lp, s, HERALD__DISCONNECT__CODE__SLOW_CONSUMER, "slow consumer", true);
     s->state = GW_SESSION_CLOSING;
     s->close_reason = GW_CLOSE_SLOW_CONSUMER;
     lp->stats.slow_drops++;
@@ -559,15 +558,8 @@ static void session_close_one(nl_wheel_entry_t *e, void *arg)
     gw_loop_t *lp = arg;
     gw_session_t *s = (gw_session_t *)((char *)e - offsetof(gw_session_t, deadline));
     if (s->state != GW_SESSION_CLOSING) {
-        Herald__Disconnect d = HERALD__DISCONNECT__INIT;
-        d.code = HERALD__DISCONNECT__CODE__SHUTDOWN;
-        d.reason = (char *)"node shutting down";
-        d.reconnect = true;
-        d.reconnect_delay_ms = 1000;
-        Herald__Frame f = HERALD__FRAME__INIT;
-        f.body_case = HERALD__FRAME__BODY_DISCONNECT;
-        f.disconnect = &d;
-        (void)gw_session_send(lp, s, &f);
+        session_send_disconnect(lp, s, HERALD__DISCONNECT__CODE__SHUTDOWN, "node shutting down",
+                                true);
         s->close_reason = GW_CLOSE_SHUTDOWN;
     }
     nl_conn_close(s->conn, 0);
