@@ -334,8 +334,7 @@ static unsigned wire_type_of(ProtobufCType type)
     }
 }
 
-/* The size of one element of a repeated field's array, as protobuf-c lays it out. */
-static size_t repeated_elt_bytes(ProtobufCType type)
+size_t proto_field_elt_bytes(ProtobufCType type)
 {
     switch (type) {
     case PROTOBUF_C_TYPE_STRING:
@@ -388,7 +387,7 @@ static int frame_walk_known(const ProtobufCFieldDescriptor *fd, const wire_field
     if (fl->wire_type != want)
         return PROTO_ERR_UNDECODABLE;
     if (is_repeated)
-        *need += repeated_elt_bytes(fd->type);
+        *need += proto_field_elt_bytes(fd->type);
     switch (fd->type) {
     case PROTOBUF_C_TYPE_STRING:
         if (!utf8_valid_no_nul(fl->payload, fl->payload_len))

@@ -84,6 +84,11 @@ size_t proto_frame_mem_bytes(const Herald__Frame *f);
  * Thread: any. Ownership: f is only read. */
 size_t proto_frame_encoded_size(const Herald__Frame *f);
 
+/* The size of one element of a repeated field's array of this type, as protobuf-c lays it out
+ * in a decoded message (pointers for strings and messages, ProtobufCBinaryData for bytes).
+ * Used by the decoder's memory pre-walk and by tools that walk decoded messages. Thread: any. */
+size_t proto_field_elt_bytes(ProtobufCType type);
+
 /* Appends f, delimited (varint length + message), to out, packed directly into the buffer's
  * writable space. Returns: 0; -ENOBUFS when out would pass its max_bytes (nothing appended);
  * -ENOMEM; -EMSGSIZE when the message exceeds 4 GiB - 1. Thread: the owner of out.

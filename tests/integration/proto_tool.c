@@ -79,28 +79,6 @@ static void print_value(const ProtobufCFieldDescriptor *fd, const void *v)
     }
 }
 
-static size_t elt_bytes(ProtobufCType type)
-{
-    switch (type) {
-    case PROTOBUF_C_TYPE_STRING:
-    case PROTOBUF_C_TYPE_MESSAGE:
-        return sizeof(void *);
-    case PROTOBUF_C_TYPE_BYTES:
-        return sizeof(ProtobufCBinaryData);
-    case PROTOBUF_C_TYPE_BOOL:
-        return sizeof(protobuf_c_boolean);
-    case PROTOBUF_C_TYPE_INT64:
-    case PROTOBUF_C_TYPE_SINT64:
-    case PROTOBUF_C_TYPE_SFIXED64:
-    case PROTOBUF_C_TYPE_UINT64:
-    case PROTOBUF_C_TYPE_FIXED64:
-    case PROTOBUF_C_TYPE_DOUBLE:
-        return 8;
-    default:
-        return 4;
-    }
-}
-
 static void print_field(const ProtobufCMessage *m, const ProtobufCFieldDescriptor *fd)
 {
     const char *base = (const char *)m;
@@ -112,7 +90,7 @@ static void print_field(const ProtobufCMessage *m, const ProtobufCFieldDescripto
         for (size_t i = 0; i < n; i++) {
             if (i > 0)
                 putchar(',');
-            print_value(fd, arr + i * elt_bytes(fd->type));
+            print_value(fd, arr + i * proto_field_elt_bytes(fd->type));
         }
         putchar(']');
     } else {
