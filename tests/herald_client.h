@@ -168,6 +168,13 @@ void test_fleet_free(test_fleet_t *fl);
 /* Sets SO_RCVBUF on sockets opened from now on (0: the kernel default). */
 void test_fleet_set_rcvbuf(test_fleet_t *fl, int bytes);
 
+/* Asks for kernel receive timestamps (SO_TIMESTAMPNS) on sockets opened from now on. In raw
+ * mode test_fleet_rx_time_ns then gives, inside the callback, when the bytes just read
+ * arrived at the socket (CLOCK_REALTIME ns; 0 when the kernel gave none): delivery time
+ * without the fleet's own delay in getting round to the socket. */
+void test_fleet_set_rx_timestamps(test_fleet_t *fl, bool on);
+uint64_t test_fleet_rx_time_ns(const test_fleet_t *fl);
+
 /* Connects every slot to 127.0.0.1:port, at most in_flight (0: 256) connects outstanding.
  * Returns: 0; -ETIMEDOUT; the first connect error. Thread: the fleet's. */
 int test_fleet_open(test_fleet_t *fl, uint16_t port, size_t in_flight, int timeout_ms);

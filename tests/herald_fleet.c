@@ -49,6 +49,8 @@ struct test_fleet_s {
     size_t n;
     fleet_conn_t *c;
     int rcvbuf;
+    bool is_rx_stamped; /* SO_TIMESTAMPNS on new sockets; raw reads take the stamp */
+    uint64_t rx_ns;     /* kernel receive time of the last raw read, CLOCK_REALTIME ns */
     size_t n_open;
     size_t *dirty;
     size_t n_dirty;
@@ -131,6 +133,39 @@ void test_fleet_set_rcvbuf(test_fleet_t *fl, int bytes)
     fl->rcvbuf = bytes;
 }
 
+void test_fleet_set_rx_timestamps(test_fleet_t *fl, bool on)
+{
+    fl->is_rx_stamped = on;
+}
+
+uint64_t test_fleet_rx_time_ns(const test_fleet_t *fl)
+{
+    return fl->rx_ns;
+}
+
+/* recv that also takes the kernel's receive timestamp (SO_TIMESTAMPNS) into fl->rx_ns: for
+ * TCP, the time the last segment read arrived at the socket. */
+static ssize_t recv_stamped(test_fleet_t *fl, int fd, char *buf, size_t len)
+{
+    struct iovec iov = {.iov_base = buf, .iov_len = len};
+    union {
+        char bytes[CMSG_SPACE(sizeof(struct timespec))];
+        struct cmsghdr align;
+    } ctl;
+    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.bytes,
+                        .msg_controllen = sizeof(ctl.bytes)};
+    ssize_t n = recvmsg(fd, &mh, 0);
+    fl->rx_ns = 0;
+    for (struct cmsghdr *cm = CMSG_FIRSTHDR(&mh); n > 0 && cm; cm = CMSG_NXTHDR(&mh, cm)) {
+        if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_TIMESTAMPNS) {
+            struct timespec ts;
+            memcpy(&ts, CMSG_DATA(cm), sizeof(ts));
+            fl->rx_ns = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+        }
+    }
+    return n;
+}
+
 size_t test_fleet_size(const test_fleet_t *fl)
 {
     return fl->n;
@@ -181,6 +216,10 @@ static int start_connect(test_fleet_t *fl, size_t i, const struct sockaddr_in *s
     setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     if (fl->rcvbuf > 0)
         setsockopt(c->fd, SOL_SOCKET, SO_RCVBUF, &fl->rcvbuf, sizeof(fl->rcvbuf));
+    if (fl->is_rx_stamped) {
+        int on = 1;
+        setsockopt(c->fd, SOL_SOCKET, SO_TIMESTAMPNS, &on, sizeof(on));
+    }
     if (connect(c->fd, (const struct sockaddr *)sa, sizeof(*sa)) != 0 && errno != EINPROGRESS) {
         int err = -errno;
         close(c->fd);
@@ -319,7 +358,9 @@ static void dispatch_raw(test_fleet_t *fl, size_t i, test_fleet_raw_cb cb, void 
     } else {
         memcpy(fl->scratch, nl_buf_peek(&c->in), have);
         nl_buf_retrieve_all(&c->in);
-        ssize_t n = recv(c->fd, fl->scratch + have, FLEET_SCRATCH - have, 0);
+        ssize_t n = fl->is_rx_stamped
+                        ? recv_stamped(fl, c->fd, fl->scratch + have, FLEET_SCRATCH - have)
+                        : recv(c->fd, fl->scratch + have, FLEET_SCRATCH - have, 0);
         if (n > 0) {
             have += (size_t)n;
         } else if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
