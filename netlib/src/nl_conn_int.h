@@ -3,10 +3,11 @@
  * nl_client.c share. Private to netlib.
  *
  * Memory: the gateway budgets about 512 bytes per connection including its own session, so
- * struct nl_conn_s stays at 160 bytes: the fd watcher, both buffers (24 bytes each while they
- * hold no storage), and nothing per connection that can be shared (callbacks are one const
- * pointer, the peer address is asked of the kernel, the owner's arg is one pointer). The block
- * queue is allocated only while blocks are queued.
+ * struct nl_conn_s stays at 152 bytes (a 160-byte malloc chunk; 153 would take 176): the fd
+ * watcher, both buffers (24 bytes each while they hold no storage), and nothing per
+ * connection that can be shared (callbacks are one const pointer, the peer address is asked
+ * of the kernel, the owner's arg is one pointer). The block queue is allocated only while
+ * blocks are queued.
  *
  * Per loop (nl__loop_module(loop, NL__MODULE_CONN)): the id -> connection table, the dirty list
  * flushed once per iteration by a before-sleep hook, the pools of empty input buffers, and the

@@ -134,7 +134,7 @@ void nl__io_init(nl_io_t *io, nl_loop_t *loop, int fd, nl_io_event_cb cb, void *
     memset(io, 0, sizeof(*io));
     io->loop = loop;
     io->fd = fd;
-    io->cb = cb;
+    io->u.cb = cb;
     io->arg = arg;
     io->is_embedded = 1;
 }
@@ -207,8 +207,8 @@ static void io_finish(nl__deferred_t *d)
 {
     nl_io_t *io = (nl_io_t *)((char *)d - offsetof(nl_io_t, deferred));
     nl_loop_t *loop = io->loop;
-    if (io->close_cb)
-        io->close_cb(io, io->arg);
+    if (io->u.close_cb)
+        io->u.close_cb(io, io->arg);
     nl__loop_handle_closed(loop);
     nl__poison(io, sizeof(*io));
     free(io);
@@ -221,7 +221,7 @@ void nl_io_close(nl_io_t *io, nl_io_close_cb close_cb)
     if (io->is_closing)
         return;
     nl__io_deinit(io);
-    io->close_cb = close_cb;
+    io->u.close_cb = close_cb;
     io->deferred.finish = io_finish;
     nl__loop_defer(io->loop, &io->deferred);
 }
@@ -488,7 +488,7 @@ static void loop_dispatch(nl_loop_t *loop, int n)
         /* An earlier callback may have dropped the interest this event was for. */
         if (!want || !events)
             continue;
-        io->cb(io, events, io->arg);
+        io->u.cb(io, events, io->arg);
     }
 }
 
