@@ -34,7 +34,11 @@
 #include "proto_frame.h"
 
 /* A Connect on its way through the pool. Workers read the token and config and write only
- * verdict and claims; the loop reads them after the done post (a happens-before edge). */
+ * the verdict and, on success, the grant; the loop reads them after the done post (a
+ * happens-before edge). The grant replaces the token in place, packed as the session keeps
+ * it ("user\0pattern\0pattern\0"): it is never longer than the token it was decoded from,
+ * and the request then costs the loop's heap only the token's size while it is in flight
+ * (the claims struct, 3.5 KiB, stays on the worker's stack). */
 typedef struct auth_req_s {
     const gw_config_t *cfg;
     nl_loop_t *loop;
@@ -42,9 +46,11 @@ typedef struct auth_req_s {
     uint64_t frame_id; /* the Connect's request id */
     nl_buf_t *in;      /* the connection's input buffer, embedded in it: valid while it is */
     gw_token_err_t verdict;
-    gw_token_claims_t claims;
-    size_t token_len;
-    char token[];
+    uint16_t user_len;     /* GW_TOKEN_OK: the grant's user id bytes */
+    uint16_t grant_len;    /* GW_TOKEN_OK: the whole grant, every NUL included */
+    uint8_t n_patterns;    /* GW_TOKEN_OK: patterns after the user id */
+    uint32_t token_len;
+    char token[]; /* the token and a NUL; after GW_TOKEN_OK, the grant */
 } auth_req_t;
 
 bool gw_session_allows(const gw_session_t *s, const char *name, size_t len)
@@ -80,19 +86,18 @@ static void auth_send_connect_ok(gw_loop_t *lp, gw_session_t *s, uint64_t id)
     (void)gw_session_send(lp, s, &f);
 }
 
-/* The session grows to hold the user id and patterns. Nothing points into it but the
- * connection's data pointer and the wheel entry (no subscriptions before Connect), so the
- * entry leaves the wheel around the realloc. Returns the session, or NULL after answering
- * Error{INTERNAL} (the session stays, back in AWAIT_CONNECT). */
+/* The session grows to hold the user id and the patterns (packed, each NUL-terminated;
+ * patterns == NULL: every channel). Nothing points into it but the connection's data pointer
+ * and the wheel entry (no subscriptions before Connect), so the entry leaves the wheel around
+ * the realloc. Returns the session, or NULL after answering Error{INTERNAL} (the session
+ * stays, back in AWAIT_CONNECT). */
 static gw_session_t *auth_grow(gw_loop_t *lp, gw_session_t *s, uint64_t id, const char *user,
-                               size_t user_len, const gw_token_claims_t *claims)
+                               size_t user_len, const char *patterns, size_t patterns_len)
 {
-    size_t patterns_len = 0;
-    for (size_t i = 0; claims && i < claims->channel_count; i++)
-        patterns_len += (size_t)claims->channel_lens[i] + 1;
     gw_heartbeat_cancel(&lp->hb, &s->deadline);
+    /* In place when the grant fits the pre-Connect block (see GW_SESSION_PREAUTH_BYTES). */
     size_t size = offsetof(gw_session_t, data) + user_len + 1 + patterns_len;
-    gw_session_t *ns = realloc(s, size > sizeof(*ns) ? size : sizeof(*ns));
+    gw_session_t *ns = realloc(s, size > GW_SESSION_PREAUTH_BYTES ? size : GW_SESSION_PREAUTH_BYTES);
     if (!ns) {
         s->state = GW_SESSION_AWAIT_CONNECT;
         gw_heartbeat_set(&lp->hb, &s->deadline, nl_loop_now_ms(lp->loop) + 1000);
@@ -104,28 +109,23 @@ static gw_session_t *auth_grow(gw_loop_t *lp, gw_session_t *s, uint64_t id, cons
     memcpy(ns->data, user, user_len);
     ns->data[user_len] = '\0';
     ns->user_len = (uint16_t)user_len;
-    char *p = ns->data + user_len + 1;
-    for (size_t i = 0; claims && i < claims->channel_count; i++) {
-        size_t plen;
-        const char *pat = gw_token_claims_channel(claims, i, &plen);
-        memcpy(p, pat, plen);
-        p[plen] = '\0';
-        p += plen + 1;
-    }
-    ns->n_patterns = claims ? (uint8_t)claims->channel_count : 0;
+    if (patterns_len > 0)
+        memcpy(ns->data + user_len + 1, patterns, patterns_len);
     return ns;
 }
 
 /* Connect succeeded: the session becomes AUTHENTICATED and answers ConnectOk. */
 static gw_session_t *auth_accept(gw_loop_t *lp, gw_session_t *s, uint64_t id, const char *user,
-                                 size_t user_len, const gw_token_claims_t *claims)
+                                 size_t user_len, const char *patterns, size_t patterns_len,
+                                 uint8_t n_patterns)
 {
     const gw_config_t *cfg = &lp->node->cfg;
-    s = auth_grow(lp, s, id, user, user_len, claims);
+    s = auth_grow(lp, s, id, user, user_len, patterns, patterns_len);
     if (!s)
         return NULL;
     s->state = GW_SESSION_AUTHENTICATED;
-    s->flags |= GW_SESSION_IS_AUTHED | (claims ? 0 : GW_SESSION_ALL_CHANNELS);
+    s->n_patterns = n_patterns;
+    s->flags |= GW_SESSION_IS_AUTHED | (patterns ? 0 : GW_SESSION_ALL_CHANNELS);
     uint64_t burst_milli = (uint64_t)(cfg->publish_burst ? cfg->publish_burst : 1) * 1000;
     s->rl_milli = burst_milli > UINT32_MAX ? UINT32_MAX : (uint32_t)burst_milli;
     uint64_t now_ms = nl_loop_now_ms(lp->loop);
@@ -152,6 +152,32 @@ static void auth_refuse(gw_loop_t *lp, gw_session_t *s, uint64_t id, gw_token_er
     gw_session_error(lp, s, id, is_expired ? GW_PERR_TOKEN_EXPIRED : GW_PERR_UNAUTHORIZED, 0);
 }
 
+/* Packs the grant over the token (see auth_req_t). Returns false if it would not fit, which
+ * a token shorter than its own decoded claims cannot do; refused as malformed all the same. */
+static bool auth_pack_grant(auth_req_t *req, const gw_token_claims_t *claims)
+{
+    size_t user_len = strlen(claims->sub);
+    size_t len = user_len + 1;
+    for (size_t i = 0; i < claims->channel_count; i++)
+        len += (size_t)claims->channel_lens[i] + 1;
+    if (len > (size_t)req->token_len + 1 || len > UINT16_MAX)
+        return false;
+    char *p = req->token;
+    memcpy(p, claims->sub, user_len + 1);
+    p += user_len + 1;
+    for (size_t i = 0; i < claims->channel_count; i++) {
+        size_t plen;
+        const char *pat = gw_token_claims_channel(claims, i, &plen);
+        memcpy(p, pat, plen);
+        p[plen] = '\0';
+        p += plen + 1;
+    }
+    req->user_len = (uint16_t)user_len;
+    req->grant_len = (uint16_t)len;
+    req->n_patterns = (uint8_t)claims->channel_count;
+    return true;
+}
+
 /* Runs on a worker: the only slow part. */
 static int auth_work(void *arg)
 {
@@ -163,9 +189,12 @@ static int auth_work(void *arg)
         req->verdict = GW_TOKEN_ERR_SIGNATURE;
         return 0;
     }
-    req->verdict =
-        gw_token_verify(req->token, req->token_len, cfg->token_secret, strlen(cfg->token_secret),
-                        now_s, cfg->max_channel_bytes, &req->claims);
+    gw_token_claims_t claims;
+    req->verdict = gw_token_verify(req->token, req->token_len, cfg->token_secret,
+                                   strlen(cfg->token_secret), now_s, cfg->max_channel_bytes,
+                                   &claims);
+    if (req->verdict == GW_TOKEN_OK && !auth_pack_grant(req, &claims))
+        req->verdict = GW_TOKEN_ERR_MALFORMED;
     return 0;
 }
 
@@ -189,8 +218,9 @@ static void auth_done(void *arg, int status)
         s->state = GW_SESSION_AWAIT_CONNECT;
         auth_refuse(lp, s, req->frame_id, req->verdict, req->token, req->token_len);
     } else {
-        s = auth_accept(lp, s, req->frame_id, req->claims.sub, strlen(req->claims.sub),
-                        &req->claims);
+        size_t user_len = req->user_len;
+        s = auth_accept(lp, s, req->frame_id, req->token, user_len, req->token + user_len + 1,
+                        req->grant_len - user_len - 1u, req->n_patterns);
         if (s) {
             nl_conn_resume_read(c);
             /* Frames pipelined behind Connect have waited in the input buffer. */
@@ -263,12 +293,12 @@ void gw_session_connect(gw_loop_t *lp, gw_session_t *s, const Herald__Frame *f, 
         char sub[GW_TOKEN_SUB_MAX + 1];
         size_t user_len = auth_insecure_sub(token, len, sub);
         if (user_len > 0)
-            (void)auth_accept(lp, s, f->id, sub, user_len, NULL);
+            (void)auth_accept(lp, s, f->id, sub, user_len, NULL, 0, 0);
         else if (len > 0)
             (void)auth_accept(lp, s, f->id, token, len > GW_TOKEN_SUB_MAX ? GW_TOKEN_SUB_MAX : len,
-                              NULL);
+                              NULL, 0, 0);
         else
-            (void)auth_accept(lp, s, f->id, "anonymous", 9, NULL);
+            (void)auth_accept(lp, s, f->id, "anonymous", 9, NULL, 0, 0);
         return;
     }
     if (len == 0 || len > GW_TOKEN_MAX_BYTES) {
@@ -285,7 +315,7 @@ void gw_session_connect(gw_loop_t *lp, gw_session_t *s, const Herald__Frame *f, 
     req->conn_id = nl_conn_id(s->conn);
     req->frame_id = f->id;
     req->in = in;
-    req->token_len = len;
+    req->token_len = (uint32_t)len;
     memcpy(req->token, token, len + 1);
     int err = nl_pool_submit(lp->node->pool, lp->loop, auth_work, auth_done, req);
     if (err < 0) {
