@@ -75,17 +75,24 @@ typedef struct mem_pub_req_s {
     char data[]; /* channel, NUL, payload */
 } mem_pub_req_t;
 
-/* A join or leave travelling to the owner; a join's answer travels back in it. */
+/* A join or leave travelling to the owner; a join's answer travels back in it. The layout
+ * has no padding: 40 bytes before the name, as in a gw_sub_entry_t, so that at a subscribe
+ * storm the freed requests are exactly the malloc size the new index entries and channels
+ * ask for. With 8 bytes of padding they were one 16-byte size class larger and, reused for
+ * those, wasted 16 bytes each (measured: 12,000 of 19,000 engine channels in 80-byte chunks
+ * instead of 64). */
 typedef struct mem_join_req_s {
     mem_engine_t *me;
     uint32_t loop_index;
     uint32_t hash;
     int status;
+    uint32_t chan_len;
     uint64_t offset;
     uint64_t epoch;
-    uint32_t chan_len;
     char chan[];
 } mem_join_req_t;
+
+_Static_assert(sizeof(mem_join_req_t) == 40, "no padding in a join request");
 
 void gw_engine_epoch_str(uint64_t epoch, char out[17])
 {

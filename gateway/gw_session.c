@@ -403,7 +403,8 @@ static void session_on_connected(nl_conn_t *c)
         nl_conn_close(c, 0);
         return;
     }
-    gw_session_t *s = calloc(1, sizeof(*s));
+    _Static_assert(GW_SESSION_PREAUTH_BYTES >= sizeof(gw_session_t), "pre-Connect size");
+    gw_session_t *s = calloc(1, GW_SESSION_PREAUTH_BYTES);
     if (!s) {
         nl_conn_close(c, -ENOMEM);
         return;
