@@ -9,7 +9,10 @@
  * 2. Paced: one producer at 50 % of the single-producer maximum measured in step 1, for each
  *    worker count: an open-loop schedule (a late submit does not delay the next ones), so the
  *    wait times include queueing honestly. Both pools are paced at nl_pool's rate and the
- *    baseline also at 50 % of its own maximum.
+ *    baseline also at 50 % of its own maximum. Each worker count also gets a "floor" row,
+ *    measured in the same rounds: the paced producer runs with no pool while one thread
+ *    busy-reads the clock, which gives the wait an always-ready consumer would see on this
+ *    machine (see "the machine floor" below).
  *
  * Both pools take the enqueue timestamp just before they queue and the start timestamp just
  * before the work runs, and record into per-worker nl_hist histograms.
@@ -19,7 +22,7 @@
  *
  * Usage: bench_pool [--seconds S] [--capacity N] [--repeat R]
  *        (defaults: 1 s per run, 1024 slots, 3 runs per cell)
- *        bench_pool --impl nl_pool|mutex --workers W --producers P [--rate R]   (one cell)
+ *        bench_pool --impl nl_pool|mutex|floor --workers W --producers P [--rate R]   (one cell)
  */
 #include <errno.h>
 #include <pthread.h>
@@ -129,18 +132,29 @@ static int base_submit(void *pool, nl_pool_work_cb work, void *arg)
     return 0;
 }
 
-/* Runs what is queued, joins the workers, merges their histograms into wait_ns, frees. */
-static void base_finish(void *pool, nl_hist_t *wait_ns)
+static nl_hist_t *hist_new(void)
+{
+    nl_hist_t *h = calloc(1, sizeof(*h));
+    if (!h)
+        abort();
+    return h;
+}
+
+/* Runs what is queued, joins the workers, summarizes their merged histograms into wait, frees. */
+static void base_finish(void *pool, nl_hist_summary_t *wait)
 {
     base_pool_t *p = pool;
     pthread_mutex_lock(&p->mu);
     p->is_stopping = true;
     pthread_cond_broadcast(&p->not_empty);
     pthread_mutex_unlock(&p->mu);
+    nl_hist_t *wait_ns = hist_new();
     for (int i = 0; i < p->nworkers; i++) {
         pthread_join(p->workers[i].thread, NULL);
         nl_hist_merge(wait_ns, &p->workers[i].wait_ns);
     }
+    nl_hist_summarize(wait_ns, wait);
+    free(wait_ns);
     pthread_cond_destroy(&p->not_empty);
     pthread_mutex_destroy(&p->mu);
     free(p->ring);
@@ -164,22 +178,179 @@ static int herald_submit(void *pool, nl_pool_work_cb work, void *arg)
     return nl_pool_submit(pool, NULL, work, NULL, arg);
 }
 
-static void herald_finish(void *pool, nl_hist_t *wait_ns)
+static void herald_finish(void *pool, nl_hist_summary_t *wait)
 {
     nl_pool_shutdown(pool, NL_POOL_DRAIN);
+    nl_hist_t *wait_ns = hist_new();
     nl_pool_merge_hists(pool, wait_ns, NULL);
     nl_pool_free(pool);
+    nl_hist_summarize(wait_ns, wait);
+    free(wait_ns);
 }
 
 typedef struct impl_s {
     const char *name;
     void *(*create)(int workers, uint32_t capacity);
     int (*submit)(void *pool, nl_pool_work_cb work, void *arg);
-    void (*finish)(void *pool, nl_hist_t *wait_ns);
+    void (*finish)(void *pool, nl_hist_summary_t *wait); /* once every accepted task ran */
 } impl_t;
 
 static const impl_t impl_herald = {"nl_pool", herald_create, herald_submit, herald_finish};
 static const impl_t impl_base = {"mutex+cond", base_create, base_submit, base_finish};
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+}
+
+/* --- the machine floor: no pool, a consumer that is always ready ---------------------------- */
+
+/* The floor is the wait a consumer would see on this machine with zero hand-off cost, always
+ * ready except while the machine takes its CPU away (hypervisor, interrupts, other processes):
+ * a lower bound for any pool. (Queueing makes a real pool worse: a consumer busy a fraction rho
+ * of the time turns a stall into waits for up to 1/(1-rho) times as long.) A thread busy-reading
+ * CLOCK_MONOTONIC plays that consumer: the gap g_i between two of its reads is a spell during which
+ * it could not have looked at a queue. A task arriving at a uniformly random instant lands in gap i
+ * with probability g_i / T (T: the sum of the gaps) and then waits uniformly in [0, g_i) for the
+ * next read, so P(wait > w) = sum_i max(0, g_i - w) / T. The percentiles are exact solutions of
+ * that formula, to the nanosecond: gaps shorter than FLOOR_EXACT_NS are counted per nanosecond and
+ * longer ones kept one by one. The paced producer runs as in a pool run, with a submit that only
+ * marks the start, so it takes a CPU just as it does there. The polling thread is unpinned, like
+ * the pool's workers. */
+#define FLOOR_EXACT_NS 4096u
+
+typedef struct floor_s {
+    _Atomic bool is_started; /* set by the first submit: gaps count from then on */
+    _Atomic bool is_stopping;
+    pthread_t thread;
+    uint64_t nsmall[FLOOR_EXACT_NS]; /* nsmall[g]: gaps of exactly g ns */
+    uint64_t *big_ns;                /* the gaps of FLOOR_EXACT_NS or more */
+    size_t nbig;
+    size_t big_cap;
+} floor_t;
+
+static void floor_keep(floor_t *f, uint64_t gap_ns)
+{
+    if (f->nbig == f->big_cap) {
+        f->big_cap *= 2;
+        f->big_ns = realloc(f->big_ns, f->big_cap * sizeof(*f->big_ns));
+        if (!f->big_ns)
+            abort();
+    }
+    f->big_ns[f->nbig++] = gap_ns;
+}
+
+static void *floor_main(void *arg)
+{
+    floor_t *f = arg;
+    while (!atomic_load_explicit(&f->is_started, memory_order_relaxed))
+        cpu_relax();
+    /* The stop flag is read on every pass, as a worker would read its queue. */
+    uint64_t prev_ns = nl_now_ns();
+    while (!atomic_load_explicit(&f->is_stopping, memory_order_relaxed)) {
+        uint64_t now_ns = nl_now_ns();
+        uint64_t gap_ns = now_ns - prev_ns;
+        prev_ns = now_ns;
+        if (gap_ns < FLOOR_EXACT_NS)
+            f->nsmall[gap_ns]++;
+        else
+            floor_keep(f, gap_ns);
+    }
+    return NULL;
+}
+
+static void *floor_create(int workers, uint32_t capacity)
+{
+    NL_UNUSED(workers);
+    NL_UNUSED(capacity);
+    floor_t *f = calloc(1, sizeof(*f));
+    if (!f)
+        abort();
+    f->big_cap = 1u << 16;
+    f->big_ns = malloc(f->big_cap * sizeof(*f->big_ns));
+    if (!f->big_ns || pthread_create(&f->thread, NULL, floor_main, f))
+        abort();
+    return f;
+}
+
+static int floor_submit(void *pool, nl_pool_work_cb work, void *arg)
+{
+    floor_t *f = pool;
+    NL_UNUSED(work);
+    NL_UNUSED(arg);
+    if (!atomic_load_explicit(&f->is_started, memory_order_relaxed))
+        atomic_store_explicit(&f->is_started, true, memory_order_relaxed);
+    return 0;
+}
+
+/* T * P(wait > w) = sum over the gaps of max(0, g - w), in ns. */
+static double floor_tail_ns(const floor_t *f, uint64_t w_ns)
+{
+    double tail_ns = 0;
+    for (uint64_t g = w_ns + 1; g < FLOOR_EXACT_NS; g++)
+        tail_ns += (double)f->nsmall[g] * (double)(g - w_ns);
+    for (size_t i = 0; i < f->nbig; i++)
+        if (f->big_ns[i] > w_ns)
+            tail_ns += (double)(f->big_ns[i] - w_ns);
+    return tail_ns;
+}
+
+/* The smallest w with P(wait > w) <= 1 - pct / 100: the tail only falls as w grows. */
+static uint64_t floor_percentile(const floor_t *f, double total_ns, uint64_t max_ns, double pct)
+{
+    double limit_ns = total_ns * (1.0 - pct / 100.0);
+    uint64_t lo = 0;
+    uint64_t hi = max_ns;
+    while (lo < hi) {
+        uint64_t mid = lo + (hi - lo) / 2;
+        if (floor_tail_ns(f, mid) <= limit_ns)
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    return lo;
+}
+
+static void floor_finish(void *pool, nl_hist_summary_t *wait)
+{
+    floor_t *f = pool;
+    atomic_store_explicit(&f->is_started, true, memory_order_relaxed); /* if nothing was paced */
+    atomic_store_explicit(&f->is_stopping, true, memory_order_relaxed);
+    pthread_join(f->thread, NULL);
+    uint64_t count = 0;
+    uint64_t total_ns = 0;
+    uint64_t max_ns = 0;
+    double square_sum = 0; /* of the gaps, in ns^2: the mean wait is its half over T */
+    for (uint64_t g = 0; g < FLOOR_EXACT_NS; g++) {
+        count += f->nsmall[g];
+        total_ns += f->nsmall[g] * g;
+        square_sum += (double)f->nsmall[g] * (double)g * (double)g;
+        if (f->nsmall[g])
+            max_ns = g;
+    }
+    for (size_t i = 0; i < f->nbig; i++) {
+        total_ns += f->big_ns[i];
+        square_sum += (double)f->big_ns[i] * (double)f->big_ns[i];
+        max_ns = f->big_ns[i] > max_ns ? f->big_ns[i] : max_ns;
+    }
+    count += f->nbig;
+    double t_ns = total_ns ? (double)total_ns : 1.0;
+    *wait = (nl_hist_summary_t){.count = count,
+                                .sum = total_ns,
+                                .max = max_ns,
+                                .mean = (uint64_t)(square_sum / 2 / t_ns),
+                                .p50 = floor_percentile(f, t_ns, max_ns, 50),
+                                .p90 = floor_percentile(f, t_ns, max_ns, 90),
+                                .p99 = floor_percentile(f, t_ns, max_ns, 99),
+                                .p999 = floor_percentile(f, t_ns, max_ns, 99.9)};
+    free(f->big_ns);
+    free(f);
+}
+
+static const impl_t impl_floor = {"floor (busy-polling thread, no pool)", floor_create,
+                                  floor_submit, floor_finish};
 
 /* --- producers ------------------------------------------------------------------------------ */
 
@@ -193,13 +364,6 @@ typedef struct producer_s {
     uint64_t full; /* submits refused because the queue was full */
     pthread_t thread;
 } producer_t;
-
-static inline void cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#endif
-}
 
 static void submit_one(producer_t *p)
 {
@@ -267,14 +431,9 @@ static result_t run_cell(const impl_t *impl, int workers, int producers, double 
         total += prod[i].submitted;
         r.full += prod[i].full;
     }
-    nl_hist_t *wait_ns = calloc(1, sizeof(*wait_ns));
-    if (!wait_ns)
-        abort();
-    impl->finish(pool, wait_ns); /* returns once every accepted task ran */
+    impl->finish(pool, &r.wait_ns); /* returns once every accepted task ran */
     uint64_t elapsed_ns = nl_now_ns() - t0;
     r.tasks_per_s = (double)total * 1e9 / (double)elapsed_ns;
-    nl_hist_summarize(wait_ns, &r.wait_ns);
-    free(wait_ns);
     pthread_barrier_destroy(&start);
     return r;
 }
@@ -309,7 +468,7 @@ static int cmp_p99(const void *a, const void *b)
 static void run_rounds(const args_t *a, int n, const impl_t *const *impls, const double *rates,
                        int workers, int producers, result_t *out)
 {
-    result_t runs[3][16];
+    result_t runs[4][16];
     int repeat = a->repeat >= 1 && a->repeat <= 16 ? a->repeat : 1;
     for (int r = 0; r < repeat; r++)
         for (int k = 0; k < n; k++)
@@ -338,7 +497,9 @@ static int parse_args(int argc, char **argv, args_t *a)
         else if (strcmp(k, "--repeat") == 0)
             a->repeat = atoi(v);
         else if (strcmp(k, "--impl") == 0)
-            a->only = strcmp(v, "nl_pool") == 0 ? &impl_herald : &impl_base;
+            a->only = strcmp(v, "nl_pool") == 0 ? &impl_herald
+                      : strcmp(v, "floor") == 0 ? &impl_floor
+                                                : &impl_base;
         else if (strcmp(k, "--workers") == 0)
             a->workers = atoi(v);
         else if (strcmp(k, "--producers") == 0)
@@ -395,15 +556,18 @@ static void print_paced(const args_t *a, double max_single[2][3])
            "|\n");
     printf("|---:|---|---:|---:|---:|---:|---:|\n");
     for (int w = 0; w < 3; w++) {
-        double rates[3] = {max_single[0][w] / 2, max_single[0][w] / 2, max_single[1][w] / 2};
-        const impl_t *impls[3] = {&impl_herald, &impl_base, &impl_base};
-        result_t rs[3];
-        run_rounds(a, 3, impls, rates, counts[w], 1, rs);
-        for (int k = 0; k < 3; k++) {
+        /* The floor runs first in each round, at nl_pool's rate, so it sees the same load. */
+        double nl_rate = max_single[0][w] / 2;
+        double rates[4] = {nl_rate, nl_rate, nl_rate, max_single[1][w] / 2};
+        const impl_t *impls[4] = {&impl_floor, &impl_herald, &impl_base, &impl_base};
+        static const char *const whose[4] = {"nl_pool", "nl_pool", "nl_pool", "its own"};
+        result_t rs[4];
+        run_rounds(a, 4, impls, rates, counts[w], 1, rs);
+        for (int k = 0; k < 4; k++) {
             result_t r = rs[k];
             printf("| %d | %s | %.2fM (50%% of %s max) | %.1f | %.1f | %.1f | %.1f |\n", counts[w],
-                   impls[k]->name, rates[k] / 1e6, k == 2 ? "its own" : "nl_pool",
-                   us(r.wait_ns.p50), us(r.wait_ns.p99), us(r.wait_ns.p999), us(r.wait_ns.max));
+                   impls[k]->name, rates[k] / 1e6, whose[k], us(r.wait_ns.p50), us(r.wait_ns.p99),
+                   us(r.wait_ns.p999), us(r.wait_ns.max));
             fflush(stdout);
         }
     }
