@@ -9,17 +9,23 @@
  *               message in order (zero loss).
  *   redis       the same against redis-server pinned to CPU 0 (SUBSCRIBE over plain RESP,
  *               PUBLISH pipelined from one connection), when redis-server is installed.
- *   latency     herald with --io-threads 2, 10 broadcasts/s (--rate) to the subscribers for
- *               --latency-seconds; the payload carries the send time (CLOCK_MONOTONIC, one
- *               machine) and each delivery records now - then. Printed: p50/p99/p99.9/max.
+ *   latency     herald with --io-threads 2, unpinned, 10 broadcasts/s (--rate) to the
+ *               subscribers for --latency-seconds, then the same against redis-server
+ *               (single-threaded, unpinned). The payload's first 8 bytes carry the send time
+ *               (CLOCK_REALTIME, one machine). Each delivery records two latencies: to its
+ *               arrival in the subscriber's socket (the kernel's SO_TIMESTAMPNS receive stamp)
+ *               and to its processing by the fleet (this one thread reaching the socket).
+ *               Printed per server: p50/p99/p99.9/max of both, and the zero-loss check.
+ *   latency-redis  only the Redis half of latency.
  *
- * The subscribers' bytes are parsed in place (varint length, Push offset and payload), not
- * through protobuf-c: at millions of frames a second the load generator must not be the
- * bottleneck. Latency includes the time this one thread takes to reach each socket.
+ * Every payload carries the publisher's sequence number in bytes 8..15, which the Redis side
+ * checks (herald's side checks Push offsets). The subscribers' bytes are parsed in place
+ * (varint length, Push offset and payload; RESP by its known shape), not through protobuf-c
+ * or hiredis: at millions of frames a second the load generator must not be the bottleneck.
  *
- * Usage: bench_gw_fanout [--mode all|throughput|redis|latency] [--subs N] [--payload B]
- *        [--seconds S] [--window W] [--rate R] [--latency-seconds S] [--herald PATH]
- *        [--redis-server PATH]
+ * Usage: bench_gw_fanout [--mode all|throughput|redis|latency|latency-redis] [--subs N]
+ *        [--payload B (>= 16)] [--seconds S] [--window W] [--rate R] [--latency-seconds S]
+ *        [--herald PATH] [--redis-server PATH]
  * This is a benchmark program, never a ctest case (STYLE.md §9).
  */
 #include <errno.h>
@@ -48,6 +54,7 @@
 #define API_KEY "bench-fanout-key"
 #define DRAIN_MS 60000
 #define MAX_PAYLOAD 65536
+#define MIN_PAYLOAD 16 /* send time or sequence number, then sequence number */
 
 typedef struct opts_s {
     char mode[16];
@@ -69,8 +76,9 @@ typedef struct run_s {
     uint8_t *is_ready; /* redis: subscribe confirmation seen */
     size_t ready;
     uint64_t delivered;
-    uint64_t lost;     /* out-of-sequence deliveries */
-    uint64_t other;    /* frames that were neither Push nor Pong */
+    uint64_t lost;        /* out-of-sequence deliveries */
+    uint64_t other;       /* frames that were neither Push nor Pong (herald), or malformed */
+    uint64_t unstamped;   /* latency mode: deliveries read without a kernel receive stamp */
     nl_hist_t *lat_us;    /* latency mode: publish to processed by the fleet, microseconds */
     nl_hist_t *arrive_us; /* latency mode: publish to arrival in the socket (kernel stamp) */
     test_fleet_t *fl;     /* latency mode: where the arrival stamps come from */
@@ -98,6 +106,32 @@ static void pin_self(int cpu)
     CPU_SET(cpu, &set);
     if (sched_setaffinity(0, sizeof(set), &set) != 0)
         perror("sched_setaffinity");
+}
+
+/* Latency mode runs everything unpinned: the servers it starts inherit this mask. */
+static void unpin_self(void)
+{
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    for (int c = 0; c < CPU_SETSIZE && c < 64; c++)
+        CPU_SET(c, &set);
+    sched_setaffinity(0, sizeof(set), &set);
+}
+
+/* Latency mode: payload's first 8 bytes are the send time (CLOCK_REALTIME ns); t is when the
+ * fleet got round to the bytes, the fleet's kernel stamp when they reached the socket. For
+ * TCP that stamp is the arrival of the last segment the read took, so a message that shares
+ * a read with a later one is stamped late, never early. */
+static void record_latency(run_t *r, const uint8_t *payload, uint64_t t)
+{
+    uint64_t sent;
+    memcpy(&sent, payload, sizeof(sent));
+    nl_hist_record_local(r->lat_us, t > sent ? (t - sent) / 1000 : 0);
+    uint64_t rx = test_fleet_rx_time_ns(r->fl);
+    if (rx)
+        nl_hist_record_local(r->arrive_us, rx > sent ? (rx - sent) / 1000 : 0);
+    else
+        r->unstamped++;
 }
 
 /* --- herald wire parsing, in place ------------------------------------------------------- */
@@ -170,14 +204,8 @@ static void herald_frame(run_t *r, size_t i, const uint8_t *p, const uint8_t *en
             r->lost++;
         r->next[i] = offset + 1;
         r->delivered++;
-        if (r->lat_us && payload && plen >= 8) {
-            uint64_t sent;
-            memcpy(&sent, payload, sizeof(sent));
-            nl_hist_record_local(r->lat_us, t > sent ? (t - sent) / 1000 : 0);
-            uint64_t rx = test_fleet_rx_time_ns(r->fl);
-            if (rx)
-                nl_hist_record_local(r->arrive_us, rx > sent ? (rx - sent) / 1000 : 0);
-        }
+        if (r->lat_us && payload && plen >= 8)
+            record_latency(r, payload, t);
         return;
     }
     r->other++;
@@ -222,6 +250,7 @@ static size_t redis_raw(test_fleet_t *fl, size_t i, const char *data, size_t len
     run_t *r = arg;
     if (!data)
         return 0;
+    uint64_t t = r->lat_us ? wall_ns() : 0;
     size_t used = 0;
     if (!r->is_ready[i]) {
         size_t n = sizeof(redis_sub_ok) - 1;
@@ -241,11 +270,13 @@ static size_t redis_raw(test_fleet_t *fl, size_t i, const char *data, size_t len
         uint64_t seq;
         if (memcmp(m, head, hlen) != 0)
             r->other++;
-        memcpy(&seq, m + hlen, sizeof(seq));
+        memcpy(&seq, m + hlen + 8, sizeof(seq));
         if (seq != r->next[i])
             r->lost++;
         r->next[i] = seq + 1;
         r->delivered++;
+        if (r->lat_us)
+            record_latency(r, (const uint8_t *)m + hlen, t);
         used += mlen;
     }
     return used;
@@ -262,7 +293,7 @@ typedef struct publisher_s {
     uint64_t sent;
 } publisher_t;
 
-/* Prepares the request bytes once; publish() patches the sequence number in. */
+/* Prepares the request bytes once; publish() patches stamp and sequence number in. */
 static void publisher_init(publisher_t *p, int fd, bool is_redis, size_t payload)
 {
     p->fd = fd;
@@ -293,10 +324,12 @@ static void publisher_init(publisher_t *p, int fd, bool is_redis, size_t payload
     free(zero);
 }
 
-/* Sends one message whose payload starts with value (a sequence number or a timestamp). */
+/* Sends one message whose payload starts with value (a sequence number or a send time),
+ * followed by the sequence number (0, 1, ...) that the Redis subscribers check. */
 static int publish(publisher_t *p, uint64_t value)
 {
     memcpy(p->buf + p->payload_at, &value, sizeof(value));
+    memcpy(p->buf + p->payload_at + 8, &p->sent, sizeof(p->sent));
     size_t off = 0;
     while (off < p->len) {
         ssize_t w = send(p->fd, p->buf + off, p->len - off, MSG_NOSIGNAL);
@@ -408,7 +441,7 @@ static test_herald_t *start_herald(const opts_t *o, const char *io_threads, int 
     return h;
 }
 
-/* Connects, authenticates and subscribes the fleet to herald's "fan"; sets r->next. */
+/* Connects, authenticates and subscribes the fleet to herald's "fan"; sets r->next and r->fl. */
 static test_fleet_t *herald_fleet(const opts_t *o, const test_herald_t *h, run_t *r)
 {
     test_fleet_t *fl = NULL;
@@ -427,6 +460,7 @@ static test_fleet_t *herald_fleet(const opts_t *o, const test_herald_t *h, run_t
     }
     for (size_t i = 0; i < r->n; i++)
         r->next[i]++;
+    r->fl = fl;
     return fl;
 }
 
@@ -467,7 +501,9 @@ static uint16_t free_port(void)
     return ntohs(sa.sin_port);
 }
 
-static pid_t start_redis(const opts_t *o, uint16_t port)
+/* Starts redis-server on port as it comes (single-threaded: io-threads defaults to 1), pinned
+ * to cpu, or with this process's mask when cpu < 0. Returns its pid once it answers PING. */
+static pid_t start_redis(const opts_t *o, uint16_t port, int cpu)
 {
     char p[16];
     char maxc[32];
@@ -476,7 +512,8 @@ static pid_t start_redis(const opts_t *o, uint16_t port)
     pid_t pid = fork();
     if (pid == 0) {
         prctl(PR_SET_PDEATHSIG, SIGKILL);
-        pin_self(0);
+        if (cpu >= 0)
+            pin_self(cpu);
         int devnull = open("/dev/null", 1);
         dup2(devnull, 1);
         execl(o->redis, o->redis, "--port", p, "--bind", "127.0.0.1", "--save", "", "--appendonly",
@@ -502,47 +539,77 @@ static pid_t start_redis(const opts_t *o, uint16_t port)
     return -1;
 }
 
-static int run_redis_throughput(const opts_t *o)
+/* Starts redis-server on a free port (see start_redis).
+ * Returns: its pid; 0 when it is not installed (the caller skips); -1 when it did not start. */
+static pid_t redis_up(const opts_t *o, int cpu, uint16_t *port)
 {
     if (access(o->redis, X_OK) != 0) {
         printf("redis: %s not found, skipped\n", o->redis);
         return 0;
     }
-    uint16_t port = free_port();
-    pid_t pid = start_redis(o, port);
-    if (pid < 0) {
+    *port = free_port();
+    pid_t pid = start_redis(o, *port, cpu);
+    if (pid < 0)
         fprintf(stderr, "redis-server did not start\n");
-        return -1;
+    return pid;
+}
+
+static int redis_down(pid_t pid)
+{
+    int st = 0;
+    kill(pid, SIGTERM);
+    waitpid(pid, &st, 0);
+    return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -1;
+}
+
+/* Connects the fleet to redis-server and subscribes every connection to "fan", with kernel
+ * receive stamps in latency mode as for herald; waits for every confirmation. */
+static test_fleet_t *redis_fleet(const opts_t *o, uint16_t port, run_t *r)
+{
+    test_fleet_t *fl = NULL;
+    if (test_fleet_new(&fl, o->subs) != 0)
+        return NULL;
+    test_fleet_set_rx_timestamps(fl, r->lat_us != NULL);
+    r->fl = fl;
+    int rc = test_fleet_open(fl, port, 256, SETUP_MS);
+    for (size_t i = 0; rc == 0 && i < o->subs; i++)
+        rc = test_fleet_send_raw(fl, i, redis_subscribe, sizeof(redis_subscribe) - 1);
+    uint64_t until = now_ns() + (uint64_t)SETUP_MS * 1000000ull;
+    while (rc == 0 && r->ready < o->subs && now_ns() < until)
+        test_fleet_poll_raw(fl, 100, redis_raw, r);
+    if (rc != 0 || r->ready != o->subs) {
+        fprintf(stderr, "redis subscribers: %zu of %zu ready (%s)\n", r->ready, o->subs,
+                rc ? strerror(-rc) : "timed out");
+        test_fleet_free(fl);
+        r->fl = NULL;
+        return NULL;
     }
+    return fl;
+}
+
+static int run_redis_throughput(const opts_t *o)
+{
+    uint16_t port = 0;
+    pid_t pid = redis_up(o, 0, &port);
+    if (pid <= 0)
+        return pid;
     run_t r = {.n = o->subs,
                .payload = o->payload,
                .is_redis = true,
                .next = calloc(o->subs, sizeof(uint64_t)),
                .is_ready = calloc(o->subs, 1)};
-    test_fleet_t *fl = NULL;
-    int rc = test_fleet_new(&fl, o->subs);
-    if (rc == 0)
-        rc = test_fleet_open(fl, port, 256, SETUP_MS);
-    for (size_t i = 0; rc == 0 && i < o->subs; i++)
-        rc = test_fleet_send_raw(fl, i, redis_subscribe, sizeof(redis_subscribe) - 1);
-    uint64_t until = now_ns() + (uint64_t)SETUP_MS * 1000000ull;
-    while (rc == 0 && r.ready < o->subs && now_ns() < until)
-        test_fleet_poll_raw(fl, 100, redis_raw, &r);
-    int fd = connect_port(port);
-    if (rc == 0 && r.ready == o->subs && fd >= 0) {
+    test_fleet_t *fl = redis_fleet(o, port, &r);
+    int fd = fl ? connect_port(port) : -1;
+    int rc = -1;
+    if (fd >= 0) {
         publisher_t pub;
         publisher_init(&pub, fd, true, o->payload);
         rc = throughput_loop(o, "redis-server (CPU 0)", fl, &r, &pub, redis_raw);
         free(pub.buf);
-    } else {
-        fprintf(stderr, "redis subscribers: %zu of %zu ready\n", r.ready, o->subs);
-        rc = -1;
-    }
-    if (fd >= 0)
         close(fd);
+    }
     test_fleet_free(fl);
-    kill(pid, SIGTERM);
-    waitpid(pid, NULL, 0);
+    redis_down(pid);
     free(r.next);
     free(r.is_ready);
     return rc;
@@ -576,6 +643,36 @@ static double herald_p99_enqueue(uint16_t admin_port)
     return -1;
 }
 
+/* Publishes o->rate stamped messages a second for o->latency_seconds, then gives the last
+ * ones up to 10 s to arrive. The same loop drives herald and Redis.
+ * Returns: the number of messages sent; -1 when a send failed. */
+static int64_t latency_loop(const opts_t *o, test_fleet_t *fl, run_t *r, publisher_t *pub,
+                            test_fleet_raw_cb raw)
+{
+    uint64_t period = 1000000000ull / (uint64_t)o->rate;
+    uint64_t msgs = (uint64_t)o->rate * (uint64_t)o->latency_seconds;
+    uint64_t next_send = now_ns();
+    uint64_t deadline = 0;
+    for (;;) {
+        uint64_t t = now_ns();
+        int wait_ms = 10;
+        if (pub->sent < msgs) {
+            if (t >= next_send) {
+                if (publish(pub, wall_ns()) < 0)
+                    return -1;
+                next_send += period;
+                deadline = t + 10000000000ull;
+            }
+            wait_ms = next_send > t ? (int)((next_send - t) / 1000000) : 0;
+        } else if (r->delivered >= msgs * r->n || t > deadline) {
+            break;
+        }
+        test_fleet_poll_raw(fl, wait_ms, raw, r);
+        publisher_drain(pub);
+    }
+    return (int64_t)pub->sent;
+}
+
 static void print_hist_ms(const char *what, const nl_hist_t *h)
 {
     nl_hist_summary_t s;
@@ -585,13 +682,34 @@ static void print_hist_ms(const char *what, const nl_hist_t *h)
            (double)s.max / 1000.0);
 }
 
-static int run_latency(const opts_t *o)
+/* Prints one server's latency block. Returns: 0 when every subscriber got every message in
+ * order (zero loss), -1 otherwise. */
+static int print_latency(const opts_t *o, const char *name, const run_t *r, uint64_t sent)
+{
+    uint64_t want = sent * r->n;
+    bool is_complete = r->delivered == want && r->lost == 0 && r->other == 0 &&
+                       test_fleet_open_count(r->fl) == r->n;
+    printf("latency (%s): %d broadcasts/s x %zu subscribers, %zu-byte payload, %d s, target "
+           "p99 < 40 ms; loss check: %s (delivered %llu of %llu, out of sequence %llu, other "
+           "%llu)\n",
+           name, o->rate, r->n, o->payload, o->latency_seconds,
+           is_complete ? "zero loss" : "FAILED", (unsigned long long)r->delivered,
+           (unsigned long long)want, (unsigned long long)r->lost, (unsigned long long)r->other);
+    print_hist_ms("publish to arrival in the client socket", r->arrive_us);
+    print_hist_ms("publish to processed by the (1-thread) fleet", r->lat_us);
+    if (r->unstamped)
+        printf("  %llu deliveries had no kernel receive stamp (not in the arrival figure)\n",
+               (unsigned long long)r->unstamped);
+    return is_complete ? 0 : -1;
+}
+
+static int run_herald_latency(const opts_t *o)
 {
     test_herald_t *h = start_herald(o, "2", -1);
     if (!h)
         return -1;
-    static nl_hist_t lat;
-    static nl_hist_t arrive;
+    nl_hist_t lat;
+    nl_hist_t arrive;
     nl_hist_init(&lat);
     nl_hist_init(&arrive);
     run_t r = {.n = o->subs,
@@ -600,48 +718,59 @@ static int run_latency(const opts_t *o)
                .lat_us = &lat,
                .arrive_us = &arrive};
     test_fleet_t *fl = herald_fleet(o, h, &r);
-    r.fl = fl;
     test_client_t c = {.fd = -1};
     int rc = fl ? test_client_auth(&c, h->port, "pub", 10000) : -1;
     if (rc == 0) {
         publisher_t pub;
         publisher_init(&pub, c.fd, false, o->payload);
-        uint64_t period = 1000000000ull / (uint64_t)o->rate;
-        uint64_t msgs = (uint64_t)o->rate * (uint64_t)o->latency_seconds;
-        uint64_t next_send = now_ns();
-        uint64_t deadline = 0;
-        for (;;) {
-            uint64_t t = now_ns();
-            int wait_ms = 10;
-            if (pub.sent < msgs) {
-                if (t >= next_send) {
-                    publish(&pub, wall_ns());
-                    next_send += period;
-                    deadline = t + 10000000000ull;
-                }
-                wait_ms = next_send > t ? (int)((next_send - t) / 1000000) : 0;
-            } else if (r.delivered >= msgs * r.n || t > deadline) {
-                break;
-            }
-            test_fleet_poll_raw(fl, wait_ms, herald_raw, &r);
-            publisher_drain(&pub);
-        }
-        double p99_enqueue = herald_p99_enqueue(h->admin_port);
-        bool is_complete = r.delivered == msgs * r.n && r.lost == 0;
-        printf("latency (herald io_threads=2, unpinned): %d broadcasts/s x %zu subscribers for "
-               "%d s, target p99 < 40 ms; %s (%llu of %llu deliveries)\n",
-               o->rate, r.n, o->latency_seconds, is_complete ? "zero loss" : "LOSS",
-               (unsigned long long)r.delivered, (unsigned long long)(msgs * r.n));
-        print_hist_ms("publish to arrival in the client socket", &arrive);
-        print_hist_ms("publish to processed by the (1-thread) fleet", &lat);
-        printf("  herald's own publish-to-enqueue p99 <= %.1f ms\n", p99_enqueue * 1000.0);
-        rc = is_complete ? 0 : -1;
+        int64_t sent = latency_loop(o, fl, &r, &pub, herald_raw);
+        rc = sent < 0 ? -1 : print_latency(o, "herald io_threads=2, unpinned", &r, (uint64_t)sent);
+        printf("  herald's own publish-to-enqueue p99 <= %.1f ms\n",
+               herald_p99_enqueue(h->admin_port) * 1000.0);
         free(pub.buf);
     }
     test_client_close(&c);
     test_fleet_free(fl);
     free(r.next);
     int st = test_herald_stop(h, 0);
+    return rc == 0 && st == 0 ? 0 : -1;
+}
+
+/* The same measurement against redis-server: same fleet (kernel stamps on), subscribers,
+ * rate, payload and duration; PUBLISH from one plain connection. */
+static int run_redis_latency(const opts_t *o)
+{
+    uint16_t port = 0;
+    pid_t pid = redis_up(o, -1, &port);
+    if (pid <= 0)
+        return pid;
+    nl_hist_t lat;
+    nl_hist_t arrive;
+    nl_hist_init(&lat);
+    nl_hist_init(&arrive);
+    run_t r = {.n = o->subs,
+               .payload = o->payload,
+               .is_redis = true,
+               .next = calloc(o->subs, sizeof(uint64_t)),
+               .is_ready = calloc(o->subs, 1),
+               .lat_us = &lat,
+               .arrive_us = &arrive};
+    test_fleet_t *fl = redis_fleet(o, port, &r);
+    int fd = fl ? connect_port(port) : -1;
+    int rc = -1;
+    if (fd >= 0) {
+        publisher_t pub;
+        publisher_init(&pub, fd, true, o->payload);
+        int64_t sent = latency_loop(o, fl, &r, &pub, redis_raw);
+        if (sent >= 0)
+            rc = print_latency(o, "redis-server single-threaded, unpinned", &r, (uint64_t)sent);
+        free(pub.buf);
+        close(fd);
+    }
+    test_fleet_free(fl);
+    int st = redis_down(pid);
+    free(r.next);
+    free(r.is_ready);
     return rc == 0 && st == 0 ? 0 : -1;
 }
 
@@ -691,8 +820,12 @@ static void parse_opts(int argc, char **argv, opts_t *o)
             exit(2);
         }
     }
-    if (o->payload < 8 || o->payload > MAX_PAYLOAD || o->subs == 0 || o->seconds < 2 ||
-        o->rate < 1 || o->window < 1) {
+    static const char *const modes[] = {"all", "throughput", "redis", "latency", "latency-redis"};
+    bool is_mode = false;
+    for (size_t i = 0; i < sizeof(modes) / sizeof(modes[0]); i++)
+        is_mode = is_mode || strcmp(o->mode, modes[i]) == 0;
+    if (!is_mode || o->payload < MIN_PAYLOAD || o->payload > MAX_PAYLOAD || o->subs == 0 ||
+        o->seconds < 2 || o->rate < 1 || o->latency_seconds < 1 || o->window < 1) {
         fprintf(stderr, "bad options\n");
         exit(2);
     }
@@ -724,13 +857,12 @@ int main(int argc, char **argv)
         if (is_all || strcmp(o.mode, "redis") == 0)
             failed += run_redis_throughput(&o) != 0;
     }
-    if (is_all || strcmp(o.mode, "latency") == 0) {
-        cpu_set_t set;
-        CPU_ZERO(&set);
-        for (int c = 0; c < CPU_SETSIZE && c < 64; c++)
-            CPU_SET(c, &set);
-        sched_setaffinity(0, sizeof(set), &set);
-        failed += run_latency(&o) != 0;
+    bool is_latency = is_all || strcmp(o.mode, "latency") == 0;
+    if (is_latency || strcmp(o.mode, "latency-redis") == 0) {
+        unpin_self();
+        if (is_latency)
+            failed += run_herald_latency(&o) != 0;
+        failed += run_redis_latency(&o) != 0;
     }
     return failed ? 1 : 0;
 }
