@@ -618,11 +618,11 @@ static int run_redis_throughput(const opts_t *o)
 /* --- latency ------------------------------------------------------------------------------ */
 
 /* herald's own view: the upper bound (seconds) of the bucket of
- * herald_publish_to_enqueue_seconds holding the 99th percentile, or -1. */
-static double herald_p99_enqueue(uint16_t admin_port)
+ * herald_publish_to_flush_seconds holding the 99th percentile, or -1. */
+static double herald_p99_flush(uint16_t admin_port)
 {
     static const char *const hdrs[] = {"X-Api-Key: " API_KEY, NULL};
-    static const char fam[] = "herald_publish_to_enqueue_seconds_bucket{le=\"";
+    static const char fam[] = "herald_publish_to_flush_seconds_bucket{le=\"";
     test_http_resp_t r;
     if (test_http_request(admin_port, "GET", "/metrics", hdrs, NULL, 0, 30000, &r) != 0)
         return -1;
@@ -725,8 +725,8 @@ static int run_herald_latency(const opts_t *o)
         publisher_init(&pub, c.fd, false, o->payload);
         int64_t sent = latency_loop(o, fl, &r, &pub, herald_raw);
         rc = sent < 0 ? -1 : print_latency(o, "herald io_threads=2, unpinned", &r, (uint64_t)sent);
-        printf("  herald's own publish-to-enqueue p99 <= %.1f ms\n",
-               herald_p99_enqueue(h->admin_port) * 1000.0);
+        printf("  herald's own publish-to-flush p99 <= %.1f ms\n",
+               herald_p99_flush(h->admin_port) * 1000.0);
         free(pub.buf);
     }
     test_client_close(&c);

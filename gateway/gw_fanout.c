@@ -6,10 +6,12 @@
  * that happens once per message (lookup, offset bookkeeping, the latency sample) stays
  * outside it.
  *
- * Latency: netlib writes the queued blocks in its own before-sleep flush, which the gateway
- * cannot observe, so the histogram measures publish-to-enqueue: from the moment the engine
- * accepted the message to the moment the last subscriber on this loop had it queued. The
- * flush follows in the same iteration.
+ * Latency, two histograms per loop: publish-to-enqueue, from the moment the engine accepted
+ * the message to the moment the last subscriber on this loop had it queued; and
+ * publish-to-flush, to the moment the loop had written it to every subscriber's socket that had
+ * room. For the second, the gateway's before-sleep hook asks netlib to flush at once
+ * (nl_conn_flush_loop) rather than later in netlib's own hook, then takes one sample per
+ * message delivered in the iteration.
  */
 #include "gw_fanout.h"
 
@@ -186,6 +188,39 @@ void gw_fanout_publish(gw_loop_t *src, gw_msg_t *m, uint64_t loop_mask)
 
 /* --- delivery ----------------------------------------------------------------------------- */
 
+/* Keeps the message's publish time for the publish-to-flush sample that gw_fanout_flush_done
+ * takes once the loop has written this iteration's output. Without memory the sample is
+ * skipped; the delivery is not affected. */
+static void fanout_note_flush(gw_loop_t *lp, uint64_t publish_ns)
+{
+    if (lp->n_flush_pub == lp->cap_flush_pub) {
+        uint32_t cap = lp->cap_flush_pub ? lp->cap_flush_pub * 2 : 64;
+        uint64_t *p = realloc(lp->flush_pub_ns, cap * sizeof(*p));
+        if (!p)
+            return;
+        lp->flush_pub_ns = p;
+        lp->cap_flush_pub = cap;
+    }
+    lp->flush_pub_ns[lp->n_flush_pub++] = publish_ns;
+}
+
+void gw_fanout_flush_done(gw_loop_t *lp)
+{
+    if (lp->n_flush_pub == 0)
+        return;
+    nl_conn_flush_loop(lp->loop);
+    uint64_t now_ns = nl_now_ns();
+    for (uint32_t i = 0; i < lp->n_flush_pub; i++)
+        nl_hist_record_local(&lp->stats.flush_ns, now_ns - lp->flush_pub_ns[i]);
+    lp->n_flush_pub = 0;
+    /* A burst's array is not kept: a quiet loop holds 64 entries at most. */
+    if (lp->cap_flush_pub > 64) {
+        free(lp->flush_pub_ns);
+        lp->flush_pub_ns = NULL;
+        lp->cap_flush_pub = 0;
+    }
+}
+
 void gw_fanout_deliver(gw_loop_t *lp, gw_msg_t *m)
 {
     gw_sub_entry_t *e = gw_sub_find(&lp->subs, m->chan, m->chan_len, m->hash);
@@ -200,4 +235,5 @@ void gw_fanout_deliver(gw_loop_t *lp, gw_msg_t *m)
     gw_sub_set_t *const *members = gw_sub_entry_members(e, &n);
     lp->stats.deliveries += gw_session_deliver(lp, members, n, m->block);
     nl_hist_record_local(&lp->stats.latency_ns, nl_now_ns() - m->publish_ns);
+    fanout_note_flush(lp, m->publish_ns);
 }

@@ -81,4 +81,9 @@ void gw_fanout_flush_target(gw_loop_t *src, uint32_t target);
 /* Delivers m to this loop's subscribers of its channel. Thread: lp's loop. */
 void gw_fanout_deliver(gw_loop_t *lp, gw_msg_t *m);
 
+/* At the end of an iteration (the loop's before-sleep hook): writes what the iteration queued
+ * (nl_conn_flush_loop) and records publish-to-flush for each message delivered in it.
+ * Thread: lp's loop. */
+void gw_fanout_flush_done(gw_loop_t *lp);
+
 #endif

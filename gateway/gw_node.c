@@ -52,6 +52,7 @@ static void loop_before_sleep(nl_loop_t *loop, void *arg)
 {
     gw_loop_t *lp = arg;
     gw_fanout_flush(lp);
+    gw_fanout_flush_done(lp);
     nl_loop_stats_t st;
     nl_loop_get_stats(loop, &st);
     nl_hist_record_local(&lp->stats.loop_lag_us, st.last_lag_us);
@@ -115,6 +116,8 @@ static void loop_on_stop(nl_loop_t *loop, void *arg)
     gw_fanout_deinit(&lp->fanout);
     gw_sub_index_deinit(&lp->subs);
     nl_buf_deinit(&lp->scratch);
+    free(lp->flush_pub_ns);
+    lp->flush_pub_ns = NULL;
 }
 
 /* --- shutdown ----------------------------------------------------------------------------- */

@@ -62,6 +62,9 @@ struct gw_loop_s {
     uint64_t cross_posts;       /* posts made to other loops (shutdown quiescence) */
     uint64_t acked_cross_posts; /* cross_posts when the loop last answered a shutdown step */
     int start_err;              /* set up on the loop's thread before it runs */
+    uint64_t *flush_pub_ns;     /* publish times of messages delivered this iteration */
+    uint32_t n_flush_pub;
+    uint32_t cap_flush_pub;
     gw_stats_t stats;
 };
 

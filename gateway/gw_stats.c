@@ -123,6 +123,7 @@ static void collect_loop(void *arg)
      * through nl_hist_merge into the zeroed slot. */
     memcpy(&out->s, &lp->stats, offsetof(gw_stats_t, latency_ns));
     nl_hist_merge(&out->s.latency_ns, &lp->stats.latency_ns);
+    nl_hist_merge(&out->s.flush_ns, &lp->stats.flush_ns);
     nl_hist_merge(&out->s.loop_lag_us, &lp->stats.loop_lag_us);
     nl_conn_get_loop_stats(lp->loop, &out->conn);
     nl_loop_get_stats(lp->loop, &out->loop);
@@ -203,6 +204,7 @@ static void sum_loops(const gw_stats_snapshot_t *snap, totals_t *t)
         for (size_t k = 0; k < offsetof(gw_stats_t, latency_ns) / sizeof(uint64_t); k++)
             dst[k] += src[k];
         nl_hist_merge(&t->s.latency_ns, &l->s.latency_ns);
+        nl_hist_merge(&t->s.flush_ns, &l->s.flush_ns);
         t->conn.open += l->conn.open;
         t->conn.bytes_in += l->conn.bytes_in;
         t->conn.bytes_out += l->conn.bytes_out;
@@ -301,6 +303,10 @@ static void render_delivery(gw_metrics_t *w, const totals_t *t)
     gw_metrics_hist_nl(w, "herald_publish_to_enqueue_seconds",
                        "From the engine accepting a message to its Push queued on a loop.", NULL,
                        &t->s.latency_ns, latency_bounds_s, N_LATENCY, 1e-9);
+    gw_metrics_hist_nl(w, "herald_publish_to_flush_seconds",
+                       "From the engine accepting a message to its Push written to the sockets "
+                       "of a loop's subscribers (those with room).",
+                       NULL, &t->s.flush_ns, latency_bounds_s, N_LATENCY, 1e-9);
 }
 
 static void render_pool(gw_metrics_t *w, const gw_stats_snapshot_t *snap)

@@ -652,6 +652,14 @@ void nl_conn_get_loop_stats(nl_loop_t *loop, nl_conn_loop_stats_t *out)
         memset(out, 0, sizeof(*out));
 }
 
+void nl_conn_flush_loop(nl_loop_t *loop)
+{
+    NL_ASSERT_OWNER(loop);
+    nl__conn_loop_t *st = nl__conn_loop_state(loop, false);
+    if (st && st->dirty.len > 0)
+        nl__conn_flush_dirty(st);
+}
+
 int nl__sockaddr_parse(const char *host, uint16_t port, struct sockaddr_storage *ss, socklen_t *len)
 {
     memset(ss, 0, sizeof(*ss));

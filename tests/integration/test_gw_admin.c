@@ -275,6 +275,10 @@ static void test_gw_admin_metrics(void **state)
     assert_true(scrape(h, "herald_subscriptions", NULL) == N);
     assert_true(scrape(h, "herald_deliveries_total", NULL) >= N);
     assert_true(scrape(h, "herald_publishes_total", NULL) >= 1);
+    /* Every subscriber got the Push, so the loops that wrote it have taken their sample: one
+     * per (message, loop with subscribers). */
+    double flushed = scrape(h, "herald_publish_to_flush_seconds_count", NULL);
+    assert_true(flushed >= 1 && flushed <= N);
 
     /* Two clients leave: the gauge follows once herald has seen the closes. */
     test_client_close(&cs[3]);

@@ -139,4 +139,10 @@ typedef struct nl_conn_loop_stats_s {
 } nl_conn_loop_stats_t;
 void nl_conn_get_loop_stats(nl_loop_t *loop, nl_conn_loop_stats_t *out);
 
+/* Writes the queued output of every connection of loop now, as the loop's own before-sleep
+ * flush would later in this iteration: for a caller that wants to act after the writes (a
+ * publish-to-flush latency sample). Connections waiting for the socket stay queued.
+ * Thread: loop's owner. */
+void nl_conn_flush_loop(nl_loop_t *loop);
+
 #endif
