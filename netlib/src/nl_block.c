@@ -8,13 +8,7 @@
 #include <stdlib.h>
 
 #include "netlib/nl_common.h"
-
-struct nl_block_s {
-    atomic_size_t refs;
-    size_t len;
-    /* 16 bytes of header keep the data 16-byte aligned on 64-bit Linux. */
-    uint8_t data[];
-};
+#include "nl_block_int.h"
 
 nl_block_t *nl_block_new(size_t len)
 {
@@ -35,6 +29,22 @@ nl_block_t *nl_block_ref(nl_block_t *b)
     size_t old = atomic_fetch_add_explicit(&b->refs, 1, memory_order_relaxed);
     NL_ASSERT(old > 0);
     return b;
+}
+
+void nl_block_ref_n(nl_block_t *b, size_t n)
+{
+    size_t old = atomic_fetch_add_explicit(&b->refs, n, memory_order_relaxed);
+    NL_ASSERT(old > 0);
+}
+
+void nl_block_unref_n(nl_block_t *b, size_t n)
+{
+    if (n == 0)
+        return;
+    size_t old = atomic_fetch_sub_explicit(&b->refs, n, memory_order_acq_rel);
+    NL_ASSERT(old >= n);
+    if (old == n)
+        free(b);
 }
 
 void nl_block_unref(nl_block_t *b)

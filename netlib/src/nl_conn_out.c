@@ -21,6 +21,7 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 
+#include "nl_block_int.h"
 #include "nl_conn_int.h"
 
 /* iovecs per sendmsg: enough to coalesce a burst, small enough for the stack. */
@@ -85,16 +86,17 @@ static int bq_reserve(nl_conn_t *c)
     return 0;
 }
 
+/* Queues b, taking over one reference the caller holds. */
 static void bq_push(nl_conn_t *c, nl_block_t *b)
 {
     nl__conn_bq_t *q = c->bq;
     nl__conn_bq_entry_t *e = bq_at(q, q->count);
     /* Owned bytes appended since the previous block go out before this one. */
     size_t pre = nl_buf_readable(&c->out) - q->pre_total;
-    e->block = nl_block_ref(b);
+    e->block = b;
     e->pre = (uint32_t)pre;
     q->pre_total += pre;
-    q->bytes += nl_block_len(b);
+    q->bytes += nl__block_len(b);
     q->count++;
 }
 
@@ -161,7 +163,7 @@ static int out_build_iov(nl_conn_t *c, struct iovec *iov, int max, size_t *total
             sum += e->pre;
         }
         size_t skip = i == 0 ? q->head_off : 0;
-        size_t len = nl_block_len(e->block) - skip;
+        size_t len = nl__block_len(e->block) - skip;
         iov[n++] = (struct iovec){nl_block_data(e->block) + skip, len};
         sum += len;
     }
@@ -188,7 +190,7 @@ static void out_consume(nl_conn_t *c, size_t n)
             n -= k;
             continue;
         }
-        size_t left = nl_block_len(e->block) - q->head_off;
+        size_t left = nl__block_len(e->block) - q->head_off;
         size_t k = n < left ? n : left;
         q->head_off += (uint32_t)k;
         q->bytes -= k;
@@ -387,13 +389,15 @@ int nl_conn_send(nl_conn_t *c, const void *data, size_t len)
     return 0;
 }
 
-int nl_conn_send_block(nl_conn_t *c, nl_block_t *b)
+int nl_conn_send_block_ref(nl_conn_t *c, nl_block_t *b)
 {
     NL_ASSERT_OWNER(c->io.loop);
     if (c->state != NL_CONN_CONNECTED)
         return -ENOTCONN;
-    if (nl_block_len(b) == 0)
+    if (nl__block_len(b) == 0) {
+        nl_block_unref(b); /* nothing to send: the reference is used up */
         return 0;
+    }
     if (bq_reserve(c) < 0)
         return -ENOMEM;
     if (!(c->flags & NL__CONN_WRITE_ARMED) && conn_mark_dirty(c) < 0)
@@ -402,4 +406,13 @@ int nl_conn_send_block(nl_conn_t *c, nl_block_t *b)
     bq_push(c, b);
     out_check_high_water(c, before);
     return 0;
+}
+
+int nl_conn_send_block(nl_conn_t *c, nl_block_t *b)
+{
+    nl_block_ref(b);
+    int err = nl_conn_send_block_ref(c, b);
+    if (err < 0)
+        nl_block_unref(b);
+    return err;
 }

@@ -6,7 +6,8 @@
  * Thread: ref/unref are C11 atomics, safe from any thread. The bytes are written only by the
  * creator before the block is first shared, and never after.
  * Ownership: nl_block_new returns one reference; each nl_block_ref adds one; the last
- * nl_block_unref frees the block. nl_conn_send_block takes its own reference.
+ * nl_block_unref frees the block. nl_conn_send_block takes its own reference;
+ * nl_conn_send_block_ref consumes one the caller took (nl_block_ref_n, for many at once).
  * Usage: b = nl_block_new(len); memcpy(nl_block_data(b), ...); for each conn:
  *        nl_conn_send_block(c, b); nl_block_unref(b);
  */
@@ -27,6 +28,12 @@ nl_block_t *nl_block_ref(nl_block_t *b);
 
 /* Drops a reference; frees the block at zero. Thread: any. */
 void nl_block_unref(nl_block_t *b);
+
+/* n references in one atomic operation, for a fan-out that hands one to each of n
+ * connections (nl_conn_send_block_ref) and drops the unused ones with nl_block_unref_n.
+ * The caller must already hold a reference. Thread: any. */
+void nl_block_ref_n(nl_block_t *b, size_t n);
+void nl_block_unref_n(nl_block_t *b, size_t n);
 
 /* The bytes (writable only before the block is shared) and their length. */
 uint8_t *nl_block_data(nl_block_t *b);

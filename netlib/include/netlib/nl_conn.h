@@ -96,6 +96,12 @@ int nl_conn_send(nl_conn_t *c, const void *data, size_t len);
  * Callbacks: on_high_water may run before this returns. */
 int nl_conn_send_block(nl_conn_t *c, nl_block_t *b);
 
+/* As nl_conn_send_block, but the queue takes over a reference the caller already holds
+ * instead of adding one: a fan-out takes n references with one nl_block_ref_n rather than one
+ * atomic increment per connection. On success the reference is the connection's; on error
+ * (the same codes) it stays the caller's. Thread: owner. */
+int nl_conn_send_block_ref(nl_conn_t *c, nl_block_t *b);
+
 /* Copies data and posts it to the owner loop, which sends it to connection id if it is still
  * there. Returns: 0; -ENOMEM. A connection gone meanwhile drops the data (counted per loop).
  * Thread: any. */
