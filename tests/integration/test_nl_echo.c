@@ -1,8 +1,9 @@
 /*
  * test_nl_echo: nl_server, nl_client and nl_conn end to end on loopback: 1,000 concurrent echo
- * clients against a server with two IO loop threads, blocks and owned bytes interleaved in
- * order, a peer that never reads (high-water mark, hard output cap), half-close, close from
- * inside on_message, double close, and nl_conn_send_to for a closed id and from another thread.
+ * clients against a server with two IO loop threads (and with SO_REUSEPORT), blocks and owned
+ * bytes interleaved in order, a peer that never reads (high-water mark, hard output cap) and
+ * half-close. Closing and nl_conn_send_to are in test_nl_conn_close.c; the shared environment
+ * (main loop, deadline, IO threads, server) is nl_test_env.
  *
  * The main thread runs one loop that holds the accept side and every client; server
  * connections live on the IO loop threads where a test asks for them, and report back to the
@@ -35,142 +36,7 @@
 #include "netlib/nl_server.h"
 #include "netlib/nl_timer.h"
 
-#define DEADLINE_MS 60000
-#define MAX_THREADS 2
-
-/* --- environment: main loop, deadline, optional IO threads, one server ------------------- */
-
-typedef struct env_s env_t;
-typedef bool (*env_pred_t)(env_t *e);
-
-struct env_s {
-    nl_loop_t *loop;
-    nl_timer_t *deadline;
-    bool is_expired;
-    nl_loop_thread_t *threads[MAX_THREADS];
-    nl_loop_t *io_loops[MAX_THREADS];
-    size_t io_count;
-    nl_server_t *srv;
-    uint64_t srv_closed; /* server-side on_close count, main thread */
-    void *test;          /* the running test's state */
-};
-
-static void on_deadline(nl_timer_t *t, void *arg)
-{
-    (void)t;
-    env_t *e = arg;
-    e->is_expired = true;
-}
-
-static int setup(void **state)
-{
-    env_t *e = calloc(1, sizeof(*e));
-    assert_non_null(e);
-    assert_int_equal(nl_loop_new(&e->loop, NULL), 0);
-    assert_int_equal(nl_timer_new(&e->deadline, e->loop, on_deadline, e), 0);
-    assert_int_equal(nl_timer_start(e->deadline, DEADLINE_MS, 0), 0);
-    *state = e;
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    env_t *e = *state;
-    if (e->srv)
-        nl_server_close(e->srv);
-    nl_timer_close(e->deadline, NULL);
-    assert_int_equal(nl_loop_run_once(e->loop, 0), 0);
-    for (size_t i = 0; i < e->io_count; i++)
-        assert_int_equal(nl_loop_thread_stop(e->threads[i]), 0);
-    assert_int_equal(nl_loop_free(e->loop), 0);
-    free(e);
-    return 0;
-}
-
-static void env_run_until(env_t *e, env_pred_t done)
-{
-    while (!done(e) && !e->is_expired)
-        assert_int_equal(nl_loop_run_once(e->loop, -1), 0);
-    assert_false(e->is_expired);
-}
-
-static void env_serve_opts(env_t *e, size_t threads, const nl_conn_cbs_t *cbs, size_t hw_bytes,
-                           bool is_reuseport)
-{
-    for (size_t i = 0; i < threads; i++) {
-        nl_loop_thread_opts_t o = {.loop = {.id = (int)i + 1}, .name = "test-io", .cpu = -1};
-        assert_int_equal(nl_loop_thread_start(&e->threads[i], &o), 0);
-        e->io_loops[i] = nl_loop_thread_loop(e->threads[i]);
-        e->io_count++;
-    }
-    nl_server_opts_t so = {
-        .host = "127.0.0.1",
-        .accept_loop = e->loop,
-        .io_loops = threads ? e->io_loops : NULL,
-        .io_loop_count = threads,
-        .cbs = cbs,
-        .arg = e,
-        .high_water_bytes = hw_bytes,
-        .reuseport = is_reuseport,
-    };
-    assert_int_equal(nl_server_new(&e->srv, &so), 0);
-    assert_int_not_equal(nl_server_port(e->srv), 0);
-    assert_int_equal(nl_server_start(e->srv), 0);
-}
-
-static void env_serve(env_t *e, size_t threads, const nl_conn_cbs_t *cbs, size_t hw_bytes)
-{
-    env_serve_opts(e, threads, cbs, hw_bytes, false);
-}
-
-static nl_client_t *env_client(env_t *e, const nl_conn_cbs_t *cbs, void *arg)
-{
-    nl_client_opts_t o = {
-        .host = "127.0.0.1",
-        .port = nl_server_port(e->srv),
-        .max_attempts = 3,
-        .cbs = cbs,
-        .arg = arg,
-    };
-    nl_client_t *cl;
-    assert_int_equal(nl_client_new(&cl, e->loop, &o), 0);
-    assert_int_equal(nl_client_connect(cl), 0);
-    return cl;
-}
-
-static void note_srv_closed(void *arg)
-{
-    env_t *e = arg;
-    e->srv_closed++;
-}
-
-/* Server side, on whichever loop owns c: tell the main loop (by a post when foreign). */
-static void srv_report_close(nl_conn_t *c)
-{
-    env_t *e = nl_conn_ctx(c);
-    if (nl_conn_loop(c) == e->loop)
-        e->srv_closed++;
-    else if (nl_loop_post(e->loop, note_srv_closed, e) != 0)
-        abort();
-}
-
-static void srv_echo_message(nl_conn_t *c, nl_buf_t *in)
-{
-    if (nl_conn_send(c, nl_buf_peek(in), nl_buf_readable(in)) != 0)
-        abort();
-    nl_buf_retrieve_all(in);
-}
-
-static void srv_echo_close(nl_conn_t *c, int reason)
-{
-    (void)reason;
-    srv_report_close(c);
-}
-
-static const nl_conn_cbs_t srv_echo_cbs = {
-    .on_message = srv_echo_message,
-    .on_close = srv_echo_close,
-};
+#include "nl_test_env.h"
 
 /* --- 1,000 concurrent echo clients ------------------------------------------------------- */
 
@@ -260,7 +126,7 @@ static const nl_conn_cbs_t peer_cbs = {
     .on_close = peer_close,
 };
 
-static bool many_done(env_t *e)
+static bool many_done(test_env_t *e)
 {
     many_t *m = e->test;
     return m->closed == m->count && e->srv_closed == m->count;
@@ -276,23 +142,23 @@ static void raise_nofile(void)
 }
 
 /* count clients, each echoing its own stream through a server with two IO loop threads. */
-static void many_run(env_t *e, size_t count, bool is_reuseport)
+static void many_run(test_env_t *e, size_t count, bool is_reuseport)
 {
     raise_nofile();
     many_t *m = calloc(1, sizeof(*m));
     assert_non_null(m);
     m->count = count;
     e->test = m;
-    env_serve_opts(e, 2, &srv_echo_cbs, 0, is_reuseport);
+    test_env_serve_opts(e, 2, &test_env_echo_cbs, 0, is_reuseport);
     size_t total = 0;
     for (size_t i = 0; i < count; i++) {
         peer_t *p = &m->peers[i];
         p->m = m;
         peer_fill(p, i);
         total += p->len;
-        p->cl = env_client(e, &peer_cbs, p);
+        p->cl = test_env_client(e, &peer_cbs, p);
     }
-    env_run_until(e, many_done);
+    test_env_run_until(e, many_done);
     for (size_t i = 0; i < count; i++) {
         peer_t *p = &m->peers[i];
         assert_false(p->is_mismatch);
@@ -320,7 +186,7 @@ static void test_nl_echo_thousand_clients(void **state)
 }
 
 /* Each IO loop accepts on its own SO_REUSEPORT socket; closing the server closes them on
- * their loops (teardown then stops the threads, which requires it). */
+ * their loops (test_env_teardown then stops the threads, which requires it). */
 static void test_nl_echo_reuseport(void **state)
 {
     many_run(*state, 200, true);
@@ -349,7 +215,7 @@ static size_t part_len(size_t i)
  * owned bytes in the queue; 3 MB overflow loopback's buffers, forcing partial writes. */
 static void order_connected(nl_conn_t *c)
 {
-    env_t *e = nl_conn_ctx(c);
+    test_env_t *e = nl_conn_ctx(c);
     order_t *o = e->test;
     size_t off = 0;
     for (size_t i = 0; i < N_PARTS; i++) {
@@ -374,7 +240,7 @@ static void order_connected(nl_conn_t *c)
 
 static void order_srv_close(nl_conn_t *c, int reason)
 {
-    env_t *e = nl_conn_ctx(c);
+    test_env_t *e = nl_conn_ctx(c);
     order_t *o = e->test;
     assert_int_equal(reason, 0);
     o->is_srv_closed = true;
@@ -408,7 +274,7 @@ static const nl_conn_cbs_t order_cli_cbs = {
     .on_close = order_close,
 };
 
-static bool order_done(env_t *e)
+static bool order_done(test_env_t *e)
 {
     order_t *o = e->test;
     return o->is_closed && o->is_srv_closed;
@@ -416,7 +282,7 @@ static bool order_done(env_t *e)
 
 static void test_nl_echo_blocks_and_bytes_in_order(void **state)
 {
-    env_t *e = *state;
+    test_env_t *e = *state;
     order_t o = {0};
     for (size_t i = 0; i < N_PARTS; i++)
         o.len += part_len(i);
@@ -425,9 +291,9 @@ static void test_nl_echo_blocks_and_bytes_in_order(void **state)
     for (size_t k = 0; k < o.len; k++)
         o.expect[k] = (uint8_t)(k * 31 + (k >> 11));
     e->test = &o;
-    env_serve(e, 0, &order_srv_cbs, 0);
-    env_client(e, &order_cli_cbs, &o);
-    env_run_until(e, order_done);
+    test_env_serve(e, 0, &order_srv_cbs, 0);
+    test_env_client(e, &order_cli_cbs, &o);
+    test_env_run_until(e, order_done);
     assert_false(o.is_mismatch);
     assert_int_equal(o.recvd, o.len);
     assert_int_equal(o.close_reason, 0); /* all bytes, then the server's FIN */
@@ -456,7 +322,7 @@ typedef struct hw_s {
 
 static void hw_connected(nl_conn_t *c)
 {
-    env_t *e = nl_conn_ctx(c);
+    test_env_t *e = nl_conn_ctx(c);
     hw_t *h = e->test;
     static uint8_t msg[HW_MSG];
     h->c = c;
@@ -475,7 +341,7 @@ static void hw_connected(nl_conn_t *c)
 
 static void hw_high_water(nl_conn_t *c, size_t queued)
 {
-    env_t *e = nl_conn_ctx(c);
+    test_env_t *e = nl_conn_ctx(c);
     hw_t *h = e->test;
     h->fired++;
     h->fired_queued = queued;
@@ -483,7 +349,7 @@ static void hw_high_water(nl_conn_t *c, size_t queued)
 
 static void hw_close(nl_conn_t *c, int reason)
 {
-    env_t *e = nl_conn_ctx(c);
+    test_env_t *e = nl_conn_ctx(c);
     hw_t *h = e->test;
     assert_int_equal(reason, 0);
     h->is_closed = true;
@@ -495,12 +361,12 @@ static const nl_conn_cbs_t hw_cbs = {
     .on_close = hw_close,
 };
 
-static bool hw_flooded(env_t *e)
+static bool hw_flooded(test_env_t *e)
 {
     return ((hw_t *)e->test)->is_flooded;
 }
 
-static bool hw_closed(env_t *e)
+static bool hw_closed(test_env_t *e)
 {
     return ((hw_t *)e->test)->is_closed;
 }
@@ -519,12 +385,12 @@ static int raw_connect(uint16_t port, int rcvbuf)
 
 static void test_nl_echo_high_water_never_reading_peer(void **state)
 {
-    env_t *e = *state;
+    test_env_t *e = *state;
     hw_t h = {0};
     e->test = &h;
-    env_serve(e, 0, &hw_cbs, HW_BYTES);
+    test_env_serve(e, 0, &hw_cbs, HW_BYTES);
     int fd = raw_connect(nl_server_port(e->srv), 4096);
-    env_run_until(e, hw_flooded);
+    test_env_run_until(e, hw_flooded);
     assert_true(h.sends > 0);
     assert_int_equal(h.last_rc, -ENOBUFS);
     assert_int_equal(h.fired, 1);
@@ -538,7 +404,7 @@ static void test_nl_echo_high_water_never_reading_peer(void **state)
     assert_int_equal(nl_conn_output_bytes(h.c), before);
     nl_conn_close(h.c, 0);
     assert_int_equal(nl_conn_output_bytes(h.c), 0);
-    env_run_until(e, hw_closed);
+    test_env_run_until(e, hw_closed);
     close(fd);
 }
 
@@ -559,7 +425,7 @@ typedef struct half_s {
 
 static void half_srv_message(nl_conn_t *c, nl_buf_t *in)
 {
-    env_t *e = nl_conn_ctx(c);
+    test_env_t *e = nl_conn_ctx(c);
     half_t *h = e->test;
     h->srv_seen += nl_buf_readable(in);
     assert_int_equal(nl_conn_send(c, nl_buf_peek(in), nl_buf_readable(in)), 0);
@@ -570,7 +436,7 @@ static void half_srv_message(nl_conn_t *c, nl_buf_t *in)
 
 static void half_srv_close(nl_conn_t *c, int reason)
 {
-    env_t *e = nl_conn_ctx(c);
+    test_env_t *e = nl_conn_ctx(c);
     half_t *h = e->test;
     h->srv_reason = reason;
     h->is_srv_closed = true;
@@ -618,7 +484,7 @@ static const nl_conn_cbs_t half_cli_cbs = {
     .on_close = half_cli_close,
 };
 
-static bool half_done(env_t *e)
+static bool half_done(test_env_t *e)
 {
     half_t *h = e->test;
     return h->is_cli_closed && h->is_srv_closed;
@@ -626,16 +492,16 @@ static bool half_done(env_t *e)
 
 static void test_nl_echo_half_close(void **state)
 {
-    env_t *e = *state;
+    test_env_t *e = *state;
     half_t h = {0};
     h.data = malloc(HALF_BYTES);
     assert_non_null(h.data);
     for (size_t k = 0; k < HALF_BYTES; k++)
         h.data[k] = (uint8_t)(k * 7 + (k >> 9));
     e->test = &h;
-    env_serve(e, 0, &half_srv_cbs, 0);
-    env_client(e, &half_cli_cbs, &h);
-    env_run_until(e, half_done);
+    test_env_serve(e, 0, &half_srv_cbs, 0);
+    test_env_client(e, &half_cli_cbs, &h);
+    test_env_run_until(e, half_done);
     assert_false(h.is_mismatch);
     assert_int_equal(h.srv_seen, HALF_BYTES);
     assert_int_equal(h.recvd, HALF_BYTES);
@@ -644,310 +510,17 @@ static void test_nl_echo_half_close(void **state)
     free(h.data);
 }
 
-/* --- close inside on_message, double close ----------------------------------------------- */
-
-typedef struct cim_s {
-    uint64_t id;
-    int msgs;
-    int closes;
-    int reason;
-    int send_rc;
-    int state_after;
-    bool is_lookup_gone;
-    bool is_in_message;
-    bool is_closed_inside;
-    int cli_reason;
-    bool is_cli_closed;
-} cim_t;
-
-static void cim_srv_message(nl_conn_t *c, nl_buf_t *in)
-{
-    env_t *e = nl_conn_ctx(c);
-    cim_t *t = e->test;
-    t->is_in_message = true;
-    t->msgs++;
-    t->id = nl_conn_id(c);
-    nl_conn_close(c, 0);
-    nl_conn_close(c, -EIO); /* double close: no effect, the first reason stays */
-    t->send_rc = nl_conn_send(c, "x", 1);
-    t->state_after = (int)nl_conn_state(c);
-    t->is_lookup_gone = nl_conn_lookup(nl_conn_loop(c), t->id) == NULL;
-    /* The connection and its buffer stay valid until the callback returns. */
-    nl_buf_retrieve_all(in);
-    t->is_in_message = false;
-}
-
-static void cim_srv_close(nl_conn_t *c, int reason)
-{
-    env_t *e = nl_conn_ctx(c);
-    cim_t *t = e->test;
-    t->closes++;
-    t->reason = reason;
-    t->is_closed_inside = t->is_in_message;
-    nl_conn_close(c, -EIO); /* closing again from on_close is harmless too */
-}
-
-static const nl_conn_cbs_t cim_srv_cbs = {
-    .on_message = cim_srv_message,
-    .on_close = cim_srv_close,
-};
-
-static void cim_cli_connected(nl_conn_t *c)
-{
-    assert_int_equal(nl_conn_send(c, "hello", 5), 0);
-}
-
-static void cim_cli_close(nl_conn_t *c, int reason)
-{
-    cim_t *t = nl_conn_ctx(c);
-    t->cli_reason = reason;
-    t->is_cli_closed = true;
-    nl_client_close(nl_client_of(c));
-}
-
-static const nl_conn_cbs_t cim_cli_cbs = {
-    .on_connected = cim_cli_connected,
-    .on_close = cim_cli_close,
-};
-
-static bool cim_done(env_t *e)
-{
-    cim_t *t = e->test;
-    return t->closes > 0 && t->is_cli_closed;
-}
-
-static void test_nl_echo_close_inside_on_message(void **state)
-{
-    env_t *e = *state;
-    cim_t t = {0};
-    e->test = &t;
-    env_serve(e, 0, &cim_srv_cbs, 0);
-    env_client(e, &cim_cli_cbs, &t);
-    env_run_until(e, cim_done);
-    assert_int_equal(t.msgs, 1);
-    assert_int_equal(t.closes, 1);
-    assert_int_equal(t.reason, 0);
-    assert_false(t.is_closed_inside);
-    assert_int_equal(t.send_rc, -ENOTCONN);
-    assert_int_equal(t.state_after, NL_CONN_DISCONNECTED);
-    assert_true(t.is_lookup_gone);
-    assert_int_equal(t.cli_reason, 0); /* the peer saw an orderly close */
-}
-
-/* --- nl_conn_send_to for a closed id ------------------------------------------------------- */
-
-typedef struct sto_s {
-    nl_conn_t *srv_conn;
-    uint64_t id;
-    size_t recvd;
-    bool is_srv_closed;
-    bool is_cli_closed;
-} sto_t;
-
-static void sto_srv_connected(nl_conn_t *c)
-{
-    env_t *e = nl_conn_ctx(c);
-    sto_t *t = e->test;
-    t->srv_conn = c;
-    t->id = nl_conn_id(c);
-    assert_ptr_equal(nl_conn_lookup(e->loop, t->id), c);
-}
-
-static void sto_srv_close(nl_conn_t *c, int reason)
-{
-    env_t *e = nl_conn_ctx(c);
-    sto_t *t = e->test;
-    assert_int_equal(reason, 0);
-    t->is_srv_closed = true;
-}
-
-static const nl_conn_cbs_t sto_srv_cbs = {
-    .on_connected = sto_srv_connected,
-    .on_close = sto_srv_close,
-};
-
-static void sto_cli_message(nl_conn_t *c, nl_buf_t *in)
-{
-    sto_t *t = nl_conn_ctx(c);
-    assert_int_equal(nl_buf_readable(in), 4);
-    assert_memory_equal(nl_buf_peek(in), "ping", 4);
-    t->recvd += 4;
-    nl_buf_retrieve_all(in);
-}
-
-static void sto_cli_close(nl_conn_t *c, int reason)
-{
-    sto_t *t = nl_conn_ctx(c);
-    assert_int_equal(reason, 0);
-    t->is_cli_closed = true;
-    nl_client_close(nl_client_of(c));
-}
-
-static const nl_conn_cbs_t sto_cli_cbs = {
-    .on_message = sto_cli_message,
-    .on_close = sto_cli_close,
-};
-
-static bool sto_connected(env_t *e)
-{
-    return ((sto_t *)e->test)->srv_conn != NULL;
-}
-
-static bool sto_pinged(env_t *e)
-{
-    return ((sto_t *)e->test)->recvd == 4;
-}
-
-static bool sto_closed(env_t *e)
-{
-    sto_t *t = e->test;
-    return t->is_srv_closed && t->is_cli_closed;
-}
-
-static void test_nl_echo_send_to_closed_id(void **state)
-{
-    env_t *e = *state;
-    sto_t t = {0};
-    e->test = &t;
-    env_serve(e, 0, &sto_srv_cbs, 0);
-    env_client(e, &sto_cli_cbs, &t);
-    env_run_until(e, sto_connected);
-    assert_int_equal(nl_conn_send_to(e->loop, t.id, "ping", 4), 0);
-    env_run_until(e, sto_pinged);
-    nl_conn_close(t.srv_conn, 0);
-    env_run_until(e, sto_closed);
-    assert_null(nl_conn_lookup(e->loop, t.id));
-    nl_conn_loop_stats_t before;
-    nl_conn_get_loop_stats(e->loop, &before);
-    assert_int_equal(nl_conn_send_to(e->loop, t.id, "x", 1), 0);
-    assert_int_equal(nl_conn_send_to(e->loop, UINT64_MAX, "y", 1), 0);
-    assert_int_equal(nl_loop_run_once(e->loop, 0), 0);
-    nl_conn_loop_stats_t after;
-    nl_conn_get_loop_stats(e->loop, &after);
-    assert_int_equal(after.send_to_dropped, before.send_to_dropped + 2);
-    assert_int_equal(after.open, 0);
-}
-
-/* --- nl_conn_send_to from another thread ---------------------------------------------------- */
-
-#define XT_MSGS 2000
-#define XT_MSG_LEN 8
-
-typedef struct xt_s {
-    env_t *e;
-    nl_loop_t *io_loop;
-    uint64_t id;     /* atomic: written on the IO thread */
-    int is_ready;    /* main thread, set by a post */
-    int send_errors; /* atomic: written by the sender thread */
-    char *expect;
-    size_t recvd;
-    bool is_mismatch;
-    bool is_cli_closed;
-} xt_t;
-
-static void xt_note_ready(void *arg)
-{
-    xt_t *t = arg;
-    t->is_ready = 1;
-}
-
-/* IO thread. */
-static void xt_srv_connected(nl_conn_t *c)
-{
-    env_t *e = nl_conn_ctx(c);
-    xt_t *t = e->test;
-    __atomic_store_n(&t->id, nl_conn_id(c), __ATOMIC_RELEASE);
-    if (nl_loop_post(e->loop, xt_note_ready, t) != 0)
-        abort();
-}
-
-static const nl_conn_cbs_t xt_srv_cbs = {
-    .on_connected = xt_srv_connected,
-    .on_close = srv_echo_close,
-};
-
-static void *xt_sender(void *arg)
-{
-    xt_t *t = arg;
-    uint64_t id = __atomic_load_n(&t->id, __ATOMIC_ACQUIRE);
-    for (int i = 0; i < XT_MSGS; i++) {
-        if (nl_conn_send_to(t->io_loop, id, t->expect + (size_t)i * XT_MSG_LEN, XT_MSG_LEN) != 0)
-            __atomic_add_fetch(&t->send_errors, 1, __ATOMIC_RELAXED);
-    }
-    return NULL;
-}
-
-static void xt_cli_message(nl_conn_t *c, nl_buf_t *in)
-{
-    xt_t *t = nl_conn_ctx(c);
-    size_t n = nl_buf_readable(in);
-    size_t total = (size_t)XT_MSGS * XT_MSG_LEN;
-    if (t->recvd + n > total || memcmp(nl_buf_peek(in), t->expect + t->recvd, n) != 0)
-        t->is_mismatch = true;
-    t->recvd += n;
-    nl_buf_retrieve_all(in);
-    if (t->recvd >= total)
-        nl_client_close(nl_client_of(c));
-}
-
-static void xt_cli_close(nl_conn_t *c, int reason)
-{
-    xt_t *t = nl_conn_ctx(c);
-    assert_int_equal(reason, 0);
-    t->is_cli_closed = true;
-}
-
-static const nl_conn_cbs_t xt_cli_cbs = {
-    .on_message = xt_cli_message,
-    .on_close = xt_cli_close,
-};
-
-static bool xt_ready(env_t *e)
-{
-    return ((xt_t *)e->test)->is_ready != 0;
-}
-
-static bool xt_done(env_t *e)
-{
-    xt_t *t = e->test;
-    return t->is_cli_closed && e->srv_closed == 1;
-}
-
-static void test_nl_echo_send_to_from_other_thread(void **state)
-{
-    env_t *e = *state;
-    xt_t t = {.e = e};
-    t.expect = malloc((size_t)XT_MSGS * XT_MSG_LEN + 1);
-    assert_non_null(t.expect);
-    for (int i = 0; i < XT_MSGS; i++)
-        snprintf(t.expect + (size_t)i * XT_MSG_LEN, XT_MSG_LEN + 1, "%07d;", i);
-    e->test = &t;
-    env_serve(e, 1, &xt_srv_cbs, 0);
-    t.io_loop = e->io_loops[0];
-    env_client(e, &xt_cli_cbs, &t);
-    env_run_until(e, xt_ready);
-    pthread_t th;
-    assert_int_equal(pthread_create(&th, NULL, xt_sender, &t), 0);
-    env_run_until(e, xt_done);
-    assert_int_equal(pthread_join(th, NULL), 0);
-    assert_int_equal(__atomic_load_n(&t.send_errors, __ATOMIC_RELAXED), 0);
-    assert_false(t.is_mismatch);
-    assert_int_equal(t.recvd, (size_t)XT_MSGS * XT_MSG_LEN);
-    free(t.expect);
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_nl_echo_thousand_clients, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_nl_echo_reuseport, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_nl_echo_blocks_and_bytes_in_order, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_nl_echo_high_water_never_reading_peer, setup,
-                                        teardown),
-        cmocka_unit_test_setup_teardown(test_nl_echo_half_close, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_nl_echo_close_inside_on_message, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_nl_echo_send_to_closed_id, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_nl_echo_send_to_from_other_thread, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_nl_echo_thousand_clients, test_env_setup,
+                                        test_env_teardown),
+        cmocka_unit_test_setup_teardown(test_nl_echo_reuseport, test_env_setup, test_env_teardown),
+        cmocka_unit_test_setup_teardown(test_nl_echo_blocks_and_bytes_in_order, test_env_setup,
+                                        test_env_teardown),
+        cmocka_unit_test_setup_teardown(test_nl_echo_high_water_never_reading_peer, test_env_setup,
+                                        test_env_teardown),
+        cmocka_unit_test_setup_teardown(test_nl_echo_half_close, test_env_setup, test_env_teardown),
     };
     /* TEST_FILTER=<glob> runs only the matching tests (debugging). */
     if (getenv("TEST_FILTER"))
