@@ -244,6 +244,7 @@ static void conn_loop_free(void *state)
     if (!st)
         return;
     free(st->table);
+    free(st->coalesce_buf);
     free(st->dirty.items);
     free(st->dirty_spare.items);
     for (int i = 0; i < NL__CONN_POOLS; i++) {

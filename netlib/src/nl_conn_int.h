@@ -108,6 +108,7 @@ typedef struct nl__conn_loop_s {
     nl__conn_vec_t dirty_spare; /* the previous pass's array, reused */
     nl__conn_pool_t pools[NL__CONN_POOLS];
     uint64_t last_trim_ms;
+    char *coalesce_buf; /* NL__CONN_COALESCE_BYTES, allocated by the first coalesced write */
     bool is_flush_posted;
     nl_conn_loop_stats_t stats;
 } nl__conn_loop_t;

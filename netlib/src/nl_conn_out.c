@@ -28,6 +28,9 @@
 #define NL__CONN_IOV_MAX 64
 /* sendmsg calls per flush when each one is fully accepted (the iovec limit cut the batch). */
 #define NL__CONN_WRITE_ROUNDS 16
+/* Coalescing (out_coalesce): the buffer's size, and the largest average piece copied. */
+#define NL__CONN_COALESCE_BYTES 65536u
+#define NL__CONN_COALESCE_AVG 1024u
 /* Dirty-list passes per before-sleep hook: callbacks run by a flush may queue more output. */
 #define NL__CONN_FLUSH_PASSES 8
 #define NL__CONN_BQ_MIN 4u
@@ -206,6 +209,33 @@ static void out_consume(nl_conn_t *c, size_t n)
         nl_buf_retrieve(&c->out, n);
 }
 
+/*
+ * A fan-out queues one small block per message on each connection, so a flush hands the
+ * kernel tens of pieces of ~150 bytes per write; the kernel's per-piece cost then outweighs
+ * one copy into a contiguous buffer. When a write has several pieces averaging at most
+ * NL__CONN_COALESCE_AVG bytes and fits NL__CONN_COALESCE_BYTES, they are copied into the
+ * loop's buffer and written as one. The bytes and their order are the same, so a partial
+ * write is accounted exactly as before. Measured (bench_gw_fanout --mode throughput,
+ * alternating runs): 3.12 -> 3.66, 2.44 -> 2.64, 2.20 -> 3.25M deliveries/s. Large pieces
+ * (a 16 KiB pingpong block) are not copied. Returns the new iovec count.
+ */
+static int out_coalesce(nl__conn_loop_t *st, struct iovec *iov, int cnt, size_t total)
+{
+    if (cnt < 2 || total > NL__CONN_COALESCE_BYTES ||
+        total > (size_t)cnt * NL__CONN_COALESCE_AVG)
+        return cnt;
+    if (!st->coalesce_buf && !(st->coalesce_buf = malloc(NL__CONN_COALESCE_BYTES)))
+        return cnt; /* no memory: write the pieces as they are */
+    size_t at = 0;
+    for (int k = 0; k < cnt; k++) {
+        memcpy(st->coalesce_buf + at, iov[k].iov_base, iov[k].iov_len);
+        at += iov[k].iov_len;
+    }
+    iov[0] = (struct iovec){st->coalesce_buf, at};
+    st->stats.coalesced_writes++;
+    return 1;
+}
+
 /* Writes what is queued. Returns 0 when the queue drained, 1 when the kernel refused part of
  * it (socket full), or a negative errno for a dead connection. */
 static int out_write(nl_conn_t *c, nl__conn_loop_t *st)
@@ -216,6 +246,7 @@ static int out_write(nl_conn_t *c, nl__conn_loop_t *st)
         int cnt = out_build_iov(c, iov, NL__CONN_IOV_MAX, &total);
         if (cnt == 0)
             return 0;
+        cnt = out_coalesce(st, iov, cnt, total);
         struct msghdr msg = {.msg_iov = iov, .msg_iovlen = (size_t)cnt};
         ssize_t n = sendmsg(c->io.fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
         st->stats.writev_calls++;

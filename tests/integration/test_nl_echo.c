@@ -194,9 +194,9 @@ static void test_nl_echo_reuseport(void **state)
 
 /* --- blocks and owned bytes keep their order --------------------------------------------- */
 
-#define N_PARTS 300
-
 typedef struct order_s {
+    size_t n_parts;
+    size_t max_part;
     uint8_t *expect;
     size_t len;
     size_t recvd;
@@ -206,9 +206,9 @@ typedef struct order_s {
     bool is_srv_closed;
 } order_t;
 
-static size_t part_len(size_t i)
+static size_t part_len(const order_t *o, size_t i)
 {
-    return 1 + (i * 7919) % 20000;
+    return 1 + (i * 7919) % o->max_part;
 }
 
 /* Every third part is a shared block, the rest owned bytes, so blocks sit between and behind
@@ -218,8 +218,8 @@ static void order_connected(nl_conn_t *c)
     test_env_t *e = nl_conn_ctx(c);
     order_t *o = e->test;
     size_t off = 0;
-    for (size_t i = 0; i < N_PARTS; i++) {
-        size_t n = part_len(i);
+    for (size_t i = 0; i < o->n_parts; i++) {
+        size_t n = part_len(o, i);
         if (i % 3 == 1) {
             nl_block_t *b = nl_block_new(n);
             assert_non_null(b);
@@ -280,12 +280,14 @@ static bool order_done(test_env_t *e)
     return o->is_closed && o->is_srv_closed;
 }
 
-static void test_nl_echo_blocks_and_bytes_in_order(void **state)
+/* Sends n_parts parts of 1..max_part bytes through one connection and checks the client got
+ * every byte in order; returns the server loop's connection figures. */
+static nl_conn_loop_stats_t order_run(void **state, size_t n_parts, size_t max_part)
 {
     test_env_t *e = *state;
-    order_t o = {0};
-    for (size_t i = 0; i < N_PARTS; i++)
-        o.len += part_len(i);
+    order_t o = {.n_parts = n_parts, .max_part = max_part};
+    for (size_t i = 0; i < n_parts; i++)
+        o.len += part_len(&o, i);
     o.expect = malloc(o.len);
     assert_non_null(o.expect);
     for (size_t k = 0; k < o.len; k++)
@@ -301,6 +303,21 @@ static void test_nl_echo_blocks_and_bytes_in_order(void **state)
     nl_conn_get_loop_stats(e->loop, &cs);
     assert_true(cs.writev_calls > 0);
     free(o.expect);
+    return cs;
+}
+
+/* Large parts (up to 20 KB): written with one iovec per part. */
+static void test_nl_echo_blocks_and_bytes_in_order(void **state)
+{
+    (void)order_run(state, 300, 20000);
+}
+
+/* 40,000 parts of up to 150 bytes (3 MB): the flush copies many small pieces into one buffer
+ * per write, and the socket still refuses part of most writes; the order must survive both. */
+static void test_nl_echo_small_parts_in_order(void **state)
+{
+    nl_conn_loop_stats_t cs = order_run(state, 40000, 150);
+    assert_true(cs.coalesced_writes > 0);
 }
 
 /* --- a peer that never reads --------------------------------------------------------------- */
@@ -517,6 +534,8 @@ int main(void)
                                         test_env_teardown),
         cmocka_unit_test_setup_teardown(test_nl_echo_reuseport, test_env_setup, test_env_teardown),
         cmocka_unit_test_setup_teardown(test_nl_echo_blocks_and_bytes_in_order, test_env_setup,
+                                        test_env_teardown),
+        cmocka_unit_test_setup_teardown(test_nl_echo_small_parts_in_order, test_env_setup,
                                         test_env_teardown),
         cmocka_unit_test_setup_teardown(test_nl_echo_high_water_never_reading_peer, test_env_setup,
                                         test_env_teardown),

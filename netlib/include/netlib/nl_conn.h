@@ -142,6 +142,7 @@ typedef struct nl_conn_loop_stats_s {
     uint64_t bytes_out;
     uint64_t writev_calls;
     uint64_t send_to_dropped; /* nl_conn_send_to for an id that was gone */
+    uint64_t coalesced_writes; /* writes whose small pieces were copied into one buffer */
 } nl_conn_loop_stats_t;
 void nl_conn_get_loop_stats(nl_loop_t *loop, nl_conn_loop_stats_t *out);
 
