@@ -11,7 +11,9 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "netlib/nl_common.h"
@@ -246,15 +248,27 @@ int nl_buf_append_u64(nl_buf_t *b, uint64_t v)
     return nl_buf_append(b, &be, sizeof be);
 }
 
+/* Where one read puts its bytes: the writable space (trimmed to what max_bytes allows) and
+ * the caller's stack spill. Shared by the plain and the stamped read, which differ only in
+ * the system call. Both helpers are forced inline so that nl_buf_read_fd compiles to the
+ * same straight-line code it was before the stamped variant existed (gcc -O2 otherwise keeps
+ * buf_read_plan out of line, as it has two callers). */
+#define BUF_INLINE static inline __attribute__((always_inline))
+typedef struct buf_read_plan_s {
+    struct iovec iov[2];
+    int iovcnt;
+    size_t in_place; /* bytes iov[0] takes straight into the buffer */
+} buf_read_plan_t;
+
 /*
- * One readv into the writable space plus the stack spill, so a single syscall takes up to
+ * One read into the writable space plus the stack spill, so a single syscall takes up to
  * writable + 64 KiB whatever the buffer's current size, and a small buffer grows only by what
  * actually arrived (muduo readFd). The spill is trimmed to what max_bytes still allows, so a
  * byte is never read from the socket that the buffer cannot then keep.
+ * Returns: 0, or -ENOBUFS when the buffer has no room left.
  */
-ssize_t nl_buf_read_fd(nl_buf_t *b, int fd)
+BUF_INLINE int buf_read_plan(const nl_buf_t *b, char *spill, buf_read_plan_t *p)
 {
-    char spill[NL_BUF_SPILL];
     size_t room = buf_room(b);
     size_t in_place = b->data != NULL ? nl_buf_writable(b) : 0;
     if (in_place > room)
@@ -262,39 +276,94 @@ ssize_t nl_buf_read_fd(nl_buf_t *b, int fd)
     if (room == 0)
         return -ENOBUFS;
     size_t spill_len = room - in_place;
-    if (spill_len > sizeof spill)
-        spill_len = sizeof spill;
+    if (spill_len > NL_BUF_SPILL)
+        spill_len = NL_BUF_SPILL;
 
-    struct iovec iov[2];
-    int iovcnt = 0;
+    p->iovcnt = 0;
+    p->in_place = in_place;
     if (in_place > 0) {
-        iov[iovcnt].iov_base = b->data + b->wr;
-        iov[iovcnt].iov_len = in_place;
-        iovcnt++;
+        p->iov[p->iovcnt].iov_base = b->data + b->wr;
+        p->iov[p->iovcnt].iov_len = in_place;
+        p->iovcnt++;
     }
     if (spill_len > 0) {
-        iov[iovcnt].iov_base = spill;
-        iov[iovcnt].iov_len = spill_len;
-        iovcnt++;
+        p->iov[p->iovcnt].iov_base = spill;
+        p->iov[p->iovcnt].iov_len = spill_len;
+        p->iovcnt++;
     }
+    return 0;
+}
 
-    ssize_t n;
-    do {
-        n = readv(fd, iov, iovcnt);
-    } while (n < 0 && errno == EINTR);
+/* Settles a read's result: n bytes landed (n >= 0) or the read failed (n = -errno). */
+BUF_INLINE ssize_t buf_read_done(nl_buf_t *b, const char *spill, const buf_read_plan_t *p,
+                                 ssize_t n)
+{
     if (n < 0) {
-        int err = -errno;
         /* EWOULDBLOCK equals EAGAIN on Linux; callers test one value. */
-        return err == -EWOULDBLOCK ? -EAGAIN : err;
+        return n == -EWOULDBLOCK ? -EAGAIN : n;
     }
-    if ((size_t)n <= in_place) {
+    if ((size_t)n <= p->in_place) {
         b->wr += (uint32_t)n;
         return n;
     }
-    b->wr += (uint32_t)in_place;
-    /* Cannot be -ENOBUFS: spill_len was trimmed to the room left. */
-    int rc = nl_buf_append(b, spill, (size_t)n - in_place);
+    b->wr += (uint32_t)p->in_place;
+    /* Cannot be -ENOBUFS: the spill was trimmed to the room left. */
+    int rc = nl_buf_append(b, spill, (size_t)n - p->in_place);
     if (rc < 0)
         return rc;
     return n;
+}
+
+ssize_t nl_buf_read_fd(nl_buf_t *b, int fd)
+{
+    char spill[NL_BUF_SPILL];
+    buf_read_plan_t p;
+    if (buf_read_plan(b, spill, &p) < 0)
+        return -ENOBUFS;
+    ssize_t n;
+    do {
+        n = readv(fd, p.iov, p.iovcnt);
+    } while (n < 0 && errno == EINTR);
+    return buf_read_done(b, spill, &p, n < 0 ? -errno : n);
+}
+
+/*
+ * The same read through recvmsg, with room for the SCM_TIMESTAMPNS control message that
+ * SO_TIMESTAMPNS makes the kernel attach. For TCP the kernel reports the receive time of the
+ * last segment the read consumed (tcp_recvmsg keeps the stamp of each skb it copies from), so
+ * a read that takes several segments reports the latest of them. The control buffer leaves
+ * room for a second message (another option the caller may have set, such as TCP_INQ); if
+ * more arrive they are cut (MSG_CTRUNC), which costs the stamp at worst, never data.
+ */
+ssize_t nl_buf_read_fd_stamped(nl_buf_t *b, int fd, uint64_t *stamp_ns)
+{
+    char spill[NL_BUF_SPILL];
+    *stamp_ns = 0;
+    buf_read_plan_t p;
+    if (buf_read_plan(b, spill, &p) < 0)
+        return -ENOBUFS;
+    union {
+        char bytes[2 * CMSG_SPACE(sizeof(struct timespec))];
+        struct cmsghdr align;
+    } ctl;
+    struct msghdr mh = {
+        .msg_iov = p.iov,
+        .msg_iovlen = (size_t)p.iovcnt,
+        .msg_control = ctl.bytes,
+        .msg_controllen = sizeof(ctl.bytes),
+    };
+    ssize_t n;
+    do {
+        n = recvmsg(fd, &mh, 0);
+    } while (n < 0 && errno == EINTR);
+    if (n < 0)
+        return buf_read_done(b, spill, &p, -errno);
+    for (struct cmsghdr *cm = CMSG_FIRSTHDR(&mh); n > 0 && cm; cm = CMSG_NXTHDR(&mh, cm)) {
+        if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_TIMESTAMPNS) {
+            struct timespec ts;
+            memcpy(&ts, CMSG_DATA(cm), sizeof(ts));
+            *stamp_ns = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+        }
+    }
+    return buf_read_done(b, spill, &p, n);
 }

@@ -418,18 +418,30 @@ static void conn_handle_eof(nl_conn_t *c)
     nl__conn_update_interest(c);
 }
 
+/* With receive timestamps the read goes through recvmsg and its stamp is published in the
+ * loop state, with the connection it belongs to, for the length of on_message only (see
+ * nl_conn_rx_time_ns), then cleared, so no other callback can take it for its own. Without,
+ * the read stays the plain readv. */
 static void conn_handle_read(nl_conn_t *c)
 {
     nl__conn_loop_t *st = nl__conn_st(c);
     if (c->pool && nl_buf_capacity(&c->in) == 0)
         conn_input_take(st, c);
-    ssize_t n = nl_buf_read_fd(&c->in, c->io.fd);
+    bool is_stamped = (c->flags & NL__CONN_RX_STAMPS) != 0;
+    ssize_t n = is_stamped ? nl_buf_read_fd_stamped(&c->in, c->io.fd, &st->rx_ns)
+                           : nl_buf_read_fd(&c->in, c->io.fd);
     if (n > 0) {
         st->stats.bytes_in += (uint64_t)n;
+        if (is_stamped)
+            st->rx_conn = c;
         if (c->cbs->on_message)
             c->cbs->on_message(c, &c->in);
         else
             nl_buf_retrieve_all(&c->in);
+        if (is_stamped) {
+            st->rx_conn = NULL;
+            st->rx_ns = 0;
+        }
         if (c->state != NL_CONN_DISCONNECTED && nl_buf_readable(&c->in) == 0)
             conn_input_recycle(st, c);
         return;
@@ -595,6 +607,26 @@ int nl_conn_set_nodelay(nl_conn_t *c, bool on)
     if (setsockopt(c->io.fd, IPPROTO_TCP, TCP_NODELAY, &v, sizeof(v)) < 0)
         return -errno;
     return 0;
+}
+
+int nl_conn_set_rx_timestamps(nl_conn_t *c, bool on)
+{
+    NL_ASSERT_OWNER(c->io.loop);
+    int v = on ? 1 : 0;
+    if (setsockopt(c->io.fd, SOL_SOCKET, SO_TIMESTAMPNS, &v, sizeof(v)) < 0)
+        return -errno;
+    if (on)
+        c->flags |= NL__CONN_RX_STAMPS;
+    else
+        c->flags &= (uint16_t)~NL__CONN_RX_STAMPS;
+    return 0;
+}
+
+uint64_t nl_conn_rx_time_ns(const nl_conn_t *c)
+{
+    NL_ASSERT_OWNER(c->io.loop);
+    const nl__conn_loop_t *st = nl__conn_st(c);
+    return st->rx_conn == c ? st->rx_ns : 0;
 }
 
 /* --- lookups across threads -------------------------------------------------------------- */

@@ -33,6 +33,7 @@
 #define NL__CONN_PEER_EOF 0x0010u    /* the peer closed: drain the output, then close */
 #define NL__CONN_SHUT_WR 0x0020u     /* shutdown(SHUT_WR) done */
 #define NL__CONN_WC_PENDING 0x0040u  /* on_write_complete owed by the next flush */
+#define NL__CONN_RX_STAMPS 0x0080u   /* SO_TIMESTAMPNS: reads take the kernel receive time */
 
 /* Marks "not on the dirty list" for dirty_idx. */
 #define NL__CONN_NO_IDX UINT32_MAX
@@ -110,6 +111,12 @@ typedef struct nl__conn_loop_s {
     uint64_t last_trim_ms;
     char *coalesce_buf; /* NL__CONN_COALESCE_BYTES, allocated by the first coalesced write */
     bool is_flush_posted;
+    /* While the on_message of a connection with NL__CONN_RX_STAMPS runs: that connection and
+     * the kernel receive time (CLOCK_REALTIME ns) of the read behind it; NULL and 0 otherwise.
+     * Per loop, not per connection: it means something only during that callback, and one
+     * loop runs one callback at a time. */
+    const nl_conn_t *rx_conn;
+    uint64_t rx_ns;
     nl_conn_loop_stats_t stats;
 } nl__conn_loop_t;
 

@@ -122,4 +122,12 @@ int nl_buf_append_u64(nl_buf_t *b, uint64_t v);
  * woken and sends nothing allocates nothing. */
 ssize_t nl_buf_read_fd(nl_buf_t *b, int fd);
 
+/* As nl_buf_read_fd, through recvmsg, also taking the kernel's receive timestamp: with
+ * SO_TIMESTAMPNS set on fd, *stamp_ns is the CLOCK_REALTIME time in ns at which the last
+ * segment this read consumed reached the socket (for TCP; the datagram's time for UDP).
+ * Returns: as nl_buf_read_fd. *stamp_ns is 0 when the read returned no bytes or the kernel
+ * attached no stamp (the option is off, or the socket type has none).
+ * Thread: the buffer's owner. Ownership: nothing retained. */
+ssize_t nl_buf_read_fd_stamped(nl_buf_t *b, int fd, uint64_t *stamp_ns);
+
 #endif

@@ -7,6 +7,9 @@
  *
  * Input: each readiness does one nl_buf_read_fd into the input buffer, then calls on_message
  * with it; the callback consumes what it can (nl_buf_retrieve) and leaves partial frames.
+ * With nl_conn_set_rx_timestamps the read is a recvmsg that also takes the kernel's receive
+ * time, which on_message reads with nl_conn_rx_time_ns (for latency split into "in the
+ * socket" and "processed").
  * Output: nl_conn_send writes straight to the socket when nothing is queued and queues only
  * the rest; nl_conn_send_block queues a reference to a shared block. Queued output is flushed
  * once per loop iteration (before-sleep) with one writev over everything queued, so bursts
@@ -126,6 +129,20 @@ void nl_conn_resume_read(nl_conn_t *c);
 
 /* TCP_NODELAY on or off. Returns 0 or -errno. */
 int nl_conn_set_nodelay(nl_conn_t *c, bool on);
+
+/* Turns kernel receive timestamps on or off (SO_TIMESTAMPNS). While on, each read uses
+ * recvmsg instead of readv and nl_conn_rx_time_ns reports its stamp; the cost is a control
+ * message per read. Returns: 0; negative errno from setsockopt (the setting is unchanged).
+ * Thread: owner. */
+int nl_conn_set_rx_timestamps(nl_conn_t *c, bool on);
+
+/* Inside on_message: the kernel receive time, CLOCK_REALTIME ns, of the last segment taken by
+ * the read that produced this callback (for TCP, when its last bytes reached the socket; the
+ * bytes before them may have arrived earlier). Compare it with clock_gettime(CLOCK_REALTIME).
+ * Returns: the stamp; 0 when timestamps are off, the kernel attached none, or outside c's
+ * own on_message (nothing is stored per connection: the stamp lives only for the callback).
+ * Thread: owner. */
+uint64_t nl_conn_rx_time_ns(const nl_conn_t *c);
 
 /* Graceful: half-closes (SHUT_WR) once the queued output is written, keeps reading until the
  * peer closes. State becomes DISCONNECTING. Idempotent. Thread: owner. */
