@@ -14,10 +14,14 @@
  * READY): the nl_client is closed and a new one started after an exponential back-off, so a
  * wrong --secret does not turn the fleet into a reconnect flood.
  * Publishing: the worker's schedule picks an active client and calls lg_client_publish; the
- * payload is an 8-byte CLOCK_MONOTONIC send time in ns (same host: one clock for every
- * process) and padding to --size.
- * Receiving: each Push is read in place (lg_wire); its timestamp gives the publish-to-deliver
- * latency, its offset the loss and duplicate counts: per (client, channel) the last offset
+ * payload is an 8-byte CLOCK_REALTIME send time in ns (same host: one clock for every
+ * process, and the clock of the kernel's receive timestamps) and padding to --size.
+ * Receiving: every connection asks for kernel receive timestamps (nl_conn_set_rx_timestamps).
+ * Each Push is read in place (lg_wire); its timestamp gives two publish-to-deliver latencies:
+ * to arrival (the kernel's receive time of the read that completed the Push, minus the send
+ * time) and to processed (the time this thread handled it, minus the send time), whose
+ * difference is the generator's own delay in getting round to the socket. Its offset gives
+ * the loss and duplicate counts: per (client, channel) the last offset
  * seen, starting from SubscribeOk's offset. A jump forward counts the skipped offsets as
  * missing; an offset at or below the last counts a duplicate.
  *
@@ -150,7 +154,7 @@ uint64_t lg_client_publish_target(lg_client_t *c, char *channel, size_t len);
  * Thread: worker. */
 lg_client_t *lg_worker_next_publisher(lg_worker_t *w);
 
-/* Writes the current CLOCK_MONOTONIC time in ns into the first 8 bytes of w->payload.
+/* Writes the current CLOCK_REALTIME time in ns into the first 8 bytes of w->payload.
  * Thread: worker. */
 void lg_worker_stamp_payload(lg_worker_t *w);
 

@@ -42,6 +42,7 @@ enum {
     OPT_TOKEN_TTL,
     OPT_JSON,
     OPT_MAX_P99,
+    OPT_MAX_ARRIVAL_P99,
     OPT_MAX_LOSS,
     OPT_PROGRESS,
     OPT_QUIET,
@@ -78,6 +79,7 @@ static const struct option lg_options[] = {
     {"token-ttl", required_argument, NULL, OPT_TOKEN_TTL},
     {"json", required_argument, NULL, OPT_JSON},
     {"max-p99", required_argument, NULL, OPT_MAX_P99},
+    {"max-arrival-p99", required_argument, NULL, OPT_MAX_ARRIVAL_P99},
     {"max-loss", required_argument, NULL, OPT_MAX_LOSS},
     {"progress", required_argument, NULL, OPT_PROGRESS},
     {"quiet", no_argument, NULL, OPT_QUIET},
@@ -389,6 +391,9 @@ static int apply_run_option(lg_config_t *cfg, int opt, const char *arg, lg_confi
     case OPT_MAX_P99:
         cfg->has_max_p99 = true;
         return parse_u64_scaled(arg, latency_units, 1e6, 3600e9, &cfg->max_p99_ns);
+    case OPT_MAX_ARRIVAL_P99:
+        cfg->has_max_arrival_p99 = true;
+        return parse_u64_scaled(arg, latency_units, 1e6, 3600e9, &cfg->max_arrival_p99_ns);
     case OPT_MAX_LOSS:
         cfg->has_max_loss = true;
         if (parse_scaled(arg, percent_units, 1, &cfg->max_loss_pct) < 0)
@@ -525,7 +530,8 @@ void lg_config_usage(FILE *out)
     fputs("usage: herald-loadgen [options]\n"
           "Simulates idle and active herald clients and measures connects, publish-to-deliver\n"
           "latency, loss and throughput. Loopback targets only. Exit status: 0 ok, 1 an SLO\n"
-          "(--max-p99, --max-loss) was broken, 2 bad arguments or setup, 3 the run failed.\n"
+          "(--max-p99, --max-arrival-p99, --max-loss) was broken, 2 bad arguments or setup,\n"
+          "3 the run failed.\n"
           "\n"
           "Target and fleet:\n"
           "  --host ADDR            herald's client address (default 127.0.0.1)\n"
@@ -567,7 +573,10 @@ void lg_config_usage(FILE *out)
           "\n"
           "Output and thresholds:\n"
           "  --json FILE            write the results as JSON (- for stdout)\n"
-          "  --max-p99 L            exit 1 when p99 latency exceeds L (e.g. 5ms, 250us)\n"
+          "  --max-p99 L            exit 1 when p99 latency exceeds L (e.g. 5ms, 250us):\n"
+          "                         publish to the Push processed by loadgen\n"
+          "  --max-arrival-p99 L    the same for p99 latency to the Push's arrival in\n"
+          "                         loadgen's socket (kernel receive timestamp)\n"
           "  --max-loss P           exit 1 when lost deliveries exceed P percent (e.g. 0)\n"
           "  --progress MODE        auto | tty | plain | none (default auto: a live line on a\n"
           "                         terminal, one plain line per second otherwise)\n"

@@ -91,7 +91,9 @@ typedef struct lg_config_s {
     /* Output and thresholds. */
     char json_path[LG_PATH_MAX]; /* --json FILE; "" for none, "-" for stdout */
     bool has_max_p99;
-    uint64_t max_p99_ns; /* --max-p99 */
+    uint64_t max_p99_ns; /* --max-p99: publish to processed */
+    bool has_max_arrival_p99;
+    uint64_t max_arrival_p99_ns; /* --max-arrival-p99: publish to arrival in the socket */
     bool has_max_loss;
     double max_loss_pct; /* --max-loss, percent of expected deliveries */
     int progress;        /* --progress auto|tty|plain|none: LG_PROGRESS_* */

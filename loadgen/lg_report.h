@@ -36,7 +36,8 @@ typedef struct lg_progress_s {
 void lg_progress_init(lg_progress_t *p, const lg_config_t *cfg, uint64_t now_ns);
 
 /* Prints one progress line: phase, elapsed time, ready clients, rates since the last line,
- * latency so far, loss, and the busiest loop thread's CPU. */
+ * latency so far (to processed, and the p99 to arrival in the socket), loss, and the busiest
+ * loop thread's CPU. */
 void lg_progress_line(lg_progress_t *p, const char *phase, uint64_t now_ns, uint64_t start_ns,
                       const lg_totals_t *t, double max_thread_cpu_pct);
 
@@ -58,7 +59,8 @@ void lg_report_summary(FILE *out, const lg_config_t *cfg, const lg_result_t *r);
 /* Writes the JSON document to cfg->json_path ("-" is stdout). Returns 0 or -errno. */
 int lg_report_json(const lg_config_t *cfg, const lg_result_t *r);
 
-/* Checks --max-p99 and --max-loss, printing each broken threshold to out (NULL: silent).
+/* Checks --max-p99, --max-arrival-p99 and --max-loss, printing each broken threshold to out
+ * (NULL: silent).
  * Returns: true when every threshold given holds. */
 bool lg_report_slo_ok(FILE *out, const lg_config_t *cfg, const lg_result_t *r);
 

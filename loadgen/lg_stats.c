@@ -73,6 +73,7 @@ void lg_stats_sum(lg_totals_t *out, lg_stats_t *const *stats, size_t n)
         reasons_merge(&out->disconnect_reasons, &s->disconnect_reasons);
         reasons_merge(&out->error_reasons, &s->error_reasons);
         nl_hist_merge(&out->latency_ns, &s->latency_ns);
+        nl_hist_merge(&out->latency_arrival_ns, &s->latency_arrival_ns);
         nl_hist_merge(&out->connect_ns, &s->connect_ns);
     }
 }

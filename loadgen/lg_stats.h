@@ -10,7 +10,7 @@
  *
  * Thread: the lg_stats_* writers on the owning loop thread only; lg_stats_sum from any thread.
  * Ownership: lg_stats_t is embedded in the worker; lg_totals_t is a value the caller owns (it
- * holds two histograms, about 16 KiB: allocate it, do not put many on a stack).
+ * holds three histograms, about 24 KiB: allocate it, do not put many on a stack).
  * Usage: lg_stats_add(&st->deliveries, 1); lg_reasons_add(&st->disconnects, "eof");
  *        reporter: lg_totals_t *t = calloc(1, sizeof *t); lg_stats_sum(t, stats, n);
  */
@@ -74,7 +74,8 @@ typedef struct lg_stats_s {
     lg_reasons_t connect_reasons;    /* why connects failed: errno names, auth error codes */
     lg_reasons_t disconnect_reasons; /* Disconnect codes, "eof", errno names */
     lg_reasons_t error_reasons;      /* Error frame codes */
-    nl_hist_t latency_ns;            /* publish-to-deliver */
+    nl_hist_t latency_ns;            /* publish to the Push processed by this thread */
+    nl_hist_t latency_arrival_ns;    /* publish to the Push's arrival in the socket (kernel) */
     nl_hist_t connect_ns;            /* connect start to ready */
 } lg_stats_t;
 
@@ -84,6 +85,7 @@ typedef struct lg_totals_s {
     lg_reason_list_t disconnect_reasons;
     lg_reason_list_t error_reasons;
     nl_hist_t latency_ns;
+    nl_hist_t latency_arrival_ns;
     nl_hist_t connect_ns;
 } lg_totals_t;
 

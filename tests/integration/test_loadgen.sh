@@ -3,9 +3,11 @@
 #
 #   1. 50 idle + 10 active clients, all on one broadcast channel, 100 publishes/s in total for
 #      3 s: exactly 300 publishes, each delivered to all 60 subscribers (18,000 deliveries), no
-#      loss, no duplicate, ordered and plausible percentiles, JSON that parses, exit status 0.
+#      loss, no duplicate, ordered and plausible percentiles, JSON that parses, exit status 0;
+#      every delivery has a kernel arrival stamp, and arrival comes no later than processing.
 #   2. per-user pattern for 1 s: every publish reaches exactly one client.
-#   3. --max-p99 0.001ms and --max-loss 0: the SLO check trips, exit status 1.
+#   3. --max-p99 0.001ms, --max-arrival-p99 0.001ms and --max-loss 0: the SLO checks trip,
+#      exit status 1.
 #   4. --publish-via http (POST /api/publish with the API key): the same exact counts.
 #   5. herald stopped: the same port refuses; exit status 3 with ECONNREFUSED counted.
 #   6. a non-loopback --host is refused before anything is sent: exit status 2.
@@ -106,6 +108,13 @@ assert dl["missing"] == 0 and dl["duplicates"] == 0 and dl["lost"] == 0, dl
 assert dl["loss_pct"] == 0 and dl["foreign"] == 0, dl
 assert lat["count"] == dl["deliveries"], lat
 assert 0 < lat["min"] <= lat["p50"] <= lat["p90"] <= lat["p99"] <= lat["p999"] <= lat["max"] < 1000, lat
+arr = d["latency_arrival_ms"]
+assert arr["count"] == dl["deliveries"], arr
+assert 0 < arr["min"] <= arr["p50"] <= arr["p90"] <= arr["p99"] <= arr["p999"] <= arr["max"], arr
+# Each Push arrives before it is processed; the quantiles (bucket midpoints) keep that order.
+for q in ("min", "p50", "p90", "p99", "p999", "max"):
+    assert arr[q] <= lat[q], (q, arr, lat)
+assert d["slo"]["max_arrival_p99_ms"] is None, d["slo"]
 assert d["slo"]["ok"] and not d["failed"] and not d["interrupted"], d["slo"]
 '
 echo "ok 1 broadcast: 300 publishes x 60 subscribers, every delivery made, no loss"
@@ -126,15 +135,18 @@ echo "ok 2 per-user: one delivery per publish"
 # 3. Thresholds below what any run measures trip the exit status.
 rc=0
 "$loadgen" --port "$port" --insecure --idle 10 --active 5 --idle-shared --total-rate 50 \
-    --duration 1 --progress none --quiet --max-p99 0.001ms --max-loss 0 \
-    --json "$work/slo.json" 2>"$work/run.err" || rc=$?
+    --duration 1 --progress none --quiet --max-p99 0.001ms --max-arrival-p99 0.001ms \
+    --max-loss 0 --json "$work/slo.json" 2>"$work/run.err" || rc=$?
 [ "$rc" -eq 1 ] || fail "SLO run exited $rc, want 1"
 grep -q 'SLO broken: p99 latency' "$work/run.err" || fail "no 'SLO broken' line"
+grep -q 'SLO broken: p99 arrival latency .* > --max-arrival-p99 0.001 ms' "$work/run.err" ||
+    fail "no 'SLO broken' line for --max-arrival-p99"
 check_json "$work/slo.json" '
 assert d["slo"]["ok"] is False and d["slo"]["max_p99_ms"] == 0.001, d["slo"]
+assert d["slo"]["max_arrival_p99_ms"] == 0.001, d["slo"]
 assert d["delivery"]["lost"] == 0 and d["latency_ms"]["p99"] > 0.001, d["delivery"]
 '
-echo "ok 3 --max-p99 0.001ms: exit status 1"
+echo "ok 3 --max-p99 0.001ms, --max-arrival-p99 0.001ms: exit status 1"
 
 # 4. --publish-via http: the same exact counts through POST /api/publish.
 rc=0
