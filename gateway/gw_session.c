@@ -384,6 +384,14 @@ static void session_on_message(nl_conn_t *c, nl_buf_t *in)
     gw_session_t *s = nl_conn_data(c);
     gw_loop_t *lp = gw_loop_current();
     if (s->state == GW_SESSION_AUTHENTICATED) {
+        /* A session lives as long as its token: checked on input, so at the latest at the
+         * client's next ping (or the idle timeout closes it). */
+        if (s->exp_s && nl_wall_ms() / 1000 >= s->exp_s) {
+            nl_buf_retrieve_all(in);
+            gw_session_begin_close(lp, s, GW_CLOSE_TOKEN_EXPIRED,
+                                   HERALD__DISCONNECT__CODE__TOKEN_EXPIRED, "token expired", true);
+            return;
+        }
         /* Any input is activity: one store (the wheel re-files lazily). */
         gw_heartbeat_touch(&lp->hb, &s->deadline,
                            session_now_ms(lp) + lp->node->cfg.idle_timeout_ms);

@@ -46,9 +46,10 @@ typedef struct auth_req_s {
     uint64_t frame_id; /* the Connect's request id */
     nl_buf_t *in;      /* the connection's input buffer, embedded in it: valid while it is */
     gw_token_err_t verdict;
-    uint16_t user_len;     /* GW_TOKEN_OK: the grant's user id bytes */
-    uint16_t grant_len;    /* GW_TOKEN_OK: the whole grant, every NUL included */
-    uint8_t n_patterns;    /* GW_TOKEN_OK: patterns after the user id */
+    uint16_t user_len;  /* GW_TOKEN_OK: the grant's user id bytes */
+    uint16_t grant_len; /* GW_TOKEN_OK: the whole grant, every NUL included */
+    uint8_t n_patterns; /* GW_TOKEN_OK: patterns after the user id */
+    int64_t exp_s;      /* GW_TOKEN_OK: the exp claim */
     uint32_t token_len;
     char token[]; /* the token and a NUL; after GW_TOKEN_OK, the grant */
 } auth_req_t;
@@ -97,7 +98,8 @@ static gw_session_t *auth_grow(gw_loop_t *lp, gw_session_t *s, uint64_t id, cons
     gw_heartbeat_cancel(&lp->hb, &s->deadline);
     /* In place when the grant fits the pre-Connect block (see GW_SESSION_PREAUTH_BYTES). */
     size_t size = offsetof(gw_session_t, data) + user_len + 1 + patterns_len;
-    gw_session_t *ns = realloc(s, size > GW_SESSION_PREAUTH_BYTES ? size : GW_SESSION_PREAUTH_BYTES);
+    gw_session_t *ns =
+        realloc(s, size > GW_SESSION_PREAUTH_BYTES ? size : GW_SESSION_PREAUTH_BYTES);
     if (!ns) {
         s->state = GW_SESSION_AWAIT_CONNECT;
         gw_heartbeat_set(&lp->hb, &s->deadline, nl_loop_now_ms(lp->loop) + 1000);
@@ -117,7 +119,7 @@ static gw_session_t *auth_grow(gw_loop_t *lp, gw_session_t *s, uint64_t id, cons
 /* Connect succeeded: the session becomes AUTHENTICATED and answers ConnectOk. */
 static gw_session_t *auth_accept(gw_loop_t *lp, gw_session_t *s, uint64_t id, const char *user,
                                  size_t user_len, const char *patterns, size_t patterns_len,
-                                 uint8_t n_patterns)
+                                 uint8_t n_patterns, int64_t exp_s)
 {
     const gw_config_t *cfg = &lp->node->cfg;
     s = auth_grow(lp, s, id, user, user_len, patterns, patterns_len);
@@ -125,6 +127,8 @@ static gw_session_t *auth_accept(gw_loop_t *lp, gw_session_t *s, uint64_t id, co
         return NULL;
     s->state = GW_SESSION_AUTHENTICATED;
     s->n_patterns = n_patterns;
+    /* Past 2106 a uint32_t cannot hold it: such a token is treated as never expiring. */
+    s->exp_s = exp_s > 0 && exp_s <= (int64_t)UINT32_MAX ? (uint32_t)exp_s : 0;
     s->flags |= GW_SESSION_IS_AUTHED | (patterns ? 0 : GW_SESSION_ALL_CHANNELS);
     uint64_t burst_milli = (uint64_t)(cfg->publish_burst ? cfg->publish_burst : 1) * 1000;
     s->rl_milli = burst_milli > UINT32_MAX ? UINT32_MAX : (uint32_t)burst_milli;
@@ -175,6 +179,7 @@ static bool auth_pack_grant(auth_req_t *req, const gw_token_claims_t *claims)
     req->user_len = (uint16_t)user_len;
     req->grant_len = (uint16_t)len;
     req->n_patterns = (uint8_t)claims->channel_count;
+    req->exp_s = claims->exp_s;
     return true;
 }
 
@@ -190,9 +195,9 @@ static int auth_work(void *arg)
         return 0;
     }
     gw_token_claims_t claims;
-    req->verdict = gw_token_verify(req->token, req->token_len, cfg->token_secret,
-                                   strlen(cfg->token_secret), now_s, cfg->max_channel_bytes,
-                                   &claims);
+    req->verdict =
+        gw_token_verify(req->token, req->token_len, cfg->token_secret, strlen(cfg->token_secret),
+                        now_s, cfg->max_channel_bytes, &claims);
     if (req->verdict == GW_TOKEN_OK && !auth_pack_grant(req, &claims))
         req->verdict = GW_TOKEN_ERR_MALFORMED;
     return 0;
@@ -220,7 +225,7 @@ static void auth_done(void *arg, int status)
     } else {
         size_t user_len = req->user_len;
         s = auth_accept(lp, s, req->frame_id, req->token, user_len, req->token + user_len + 1,
-                        req->grant_len - user_len - 1u, req->n_patterns);
+                        req->grant_len - user_len - 1u, req->n_patterns, req->exp_s);
         if (s) {
             nl_conn_resume_read(c);
             /* Frames pipelined behind Connect have waited in the input buffer. */
@@ -293,12 +298,12 @@ void gw_session_connect(gw_loop_t *lp, gw_session_t *s, const Herald__Frame *f, 
         char sub[GW_TOKEN_SUB_MAX + 1];
         size_t user_len = auth_insecure_sub(token, len, sub);
         if (user_len > 0)
-            (void)auth_accept(lp, s, f->id, sub, user_len, NULL, 0, 0);
+            (void)auth_accept(lp, s, f->id, sub, user_len, NULL, 0, 0, 0);
         else if (len > 0)
             (void)auth_accept(lp, s, f->id, token, len > GW_TOKEN_SUB_MAX ? GW_TOKEN_SUB_MAX : len,
-                              NULL, 0, 0);
+                              NULL, 0, 0, 0);
         else
-            (void)auth_accept(lp, s, f->id, "anonymous", 9, NULL, 0, 0);
+            (void)auth_accept(lp, s, f->id, "anonymous", 9, NULL, 0, 0, 0);
         return;
     }
     if (len == 0 || len > GW_TOKEN_MAX_BYTES) {

@@ -2,12 +2,12 @@
  * gw_session_int.h: the session's layout and what gw_session.c (lifecycle, input, delivery)
  * and gw_session_auth.c (Connect and token verification) share. Private to those two files.
  *
- * Layout (78 bytes before Connect on x86-64, see gw_session_sizeof): the connection pointer,
- * the deadline wheel entry, the subscription set with two inline slots, the publish token
- * bucket, state bytes, then after Connect the user id and the token's channel patterns packed
- * inline ("user\0pattern1\0pattern2\0"). The struct is reallocated once, at authentication,
- * when nothing points into it but the wheel entry (re-filed around the realloc) and the
- * connection's data pointer.
+ * Layout (82 bytes before the user id on x86-64, see gw_session_sizeof): the connection
+ * pointer, the deadline wheel entry, the subscription set with two inline slots, the publish
+ * token bucket, the token's expiry, state bytes, then after Connect the user id and the
+ * token's channel patterns packed inline ("user\0pattern1\0pattern2\0"). The struct is
+ * reallocated once, at authentication, when nothing points into it but the wheel entry
+ * (re-filed around the realloc) and the connection's data pointer.
  */
 #ifndef HERALD_GATEWAY_GW_SESSION_INT_H
 #define HERALD_GATEWAY_GW_SESSION_INT_H
@@ -43,7 +43,7 @@ typedef enum gw_session_state_e {
  * the 64-byte chunks every subscription allocates (index entry, engine channel), where the
  * struct's own 80 bytes (a 96-byte chunk) left a 32-byte remnant behind each of them that
  * nothing could use. Measured with 19,000 connections authenticating in bulk (bench_gw_idle):
- * 22,000 such remnants, 37 bytes of RSS per connection; with 120 a grant of up to 42 bytes
+ * 22,000 such remnants, 37 bytes of RSS per connection; with 120 a grant of up to 38 bytes
  * (user id, patterns and their NULs) stays in place.
  */
 #define GW_SESSION_PREAUTH_BYTES 120u
@@ -60,6 +60,7 @@ typedef struct gw_session_s {
     gw_sub_set_t subs;
     uint32_t rl_milli; /* publish tokens, in thousandths */
     uint32_t rl_ms;    /* low 32 bits of the loop clock at the last refill */
+    uint32_t exp_s;    /* the token's exp claim, Unix seconds; 0: none (insecure mode) */
     uint8_t state;     /* gw_session_state_t */
     uint8_t close_reason;
     uint8_t flags;

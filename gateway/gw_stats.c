@@ -46,6 +46,7 @@ static const char *const close_names[GW_CLOSE_REASONS] = {
     [GW_CLOSE_SLOW_CONSUMER] = "slow_consumer",
     [GW_CLOSE_SERVER_FULL] = "server_full",
     [GW_CLOSE_SHUTDOWN] = "shutdown",
+    [GW_CLOSE_TOKEN_EXPIRED] = "token_expired",
 };
 
 static const char *const auth_fail_names[GW_AUTH_FAIL_REASONS] = {

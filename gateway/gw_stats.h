@@ -46,6 +46,7 @@ typedef enum gw_close_reason_e {
     GW_CLOSE_SLOW_CONSUMER,
     GW_CLOSE_SERVER_FULL,
     GW_CLOSE_SHUTDOWN,
+    GW_CLOSE_TOKEN_EXPIRED, /* the token's exp passed during the session */
     GW_CLOSE_REASONS
 } gw_close_reason_t;
 

@@ -1,6 +1,7 @@
 /*
  * test_gw_auth: the Connect handshake of a real herald: a good token (ConnectOk with the
- * token's user), an expired one (Error TOKEN_EXPIRED, Disconnect, close), forged ones (another
+ * token's user), an expired one (Error TOKEN_EXPIRED, Disconnect, close), one that expires
+ * during the session (Disconnect TOKEN_EXPIRED at the next frame), forged ones (another
  * key, tampered claims, alg "none", not a JWT: Error UNAUTHORIZED, Disconnect, close), a
  * channel outside the token's channels claim (Error FORBIDDEN, the session goes on), frames
  * before Connect (Error BAD_REQUEST and close), a second Connect, and --insecure (any token
@@ -15,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <cmocka.h>
 
@@ -75,6 +77,38 @@ static void test_gw_auth_expired_token(void **state)
     /* Issued two hours ago for one hour. */
     gw_token(tok, "alice", "news", 3600, 7200, GW_SECRET);
     expect_refused(h->port, tok, HERALD__ERROR__CODE__TOKEN_EXPIRED);
+    gw_stop(state);
+}
+
+/* A session lives as long as its token: one minted with two seconds to live keeps working,
+ * herald does not close it on its own before then, and the first frame after its exp is
+ * answered with Disconnect{TOKEN_EXPIRED} and a close, counted as token_expired. */
+static void test_gw_auth_token_expires_in_session(void **state)
+{
+    test_herald_t *h = gw_start(state, "--secret", GW_SECRET, "--api-key", GW_API_KEY, NULL);
+    char tok[GW_TOKEN_CAP];
+    gw_token(tok, "alice", "news", 2, 0, GW_SECRET);
+    /* The token's exp is its minting second + 2, so it has passed by then + 3 s. */
+    int64_t expired_at_ms = ((int64_t)time(NULL) + 3) * 1000;
+    test_client_t c;
+    GW_OK(test_client_auth(&c, h->port, tok, GW_WAIT_MS), &c);
+    GW_OK(test_client_subscribe(&c, "news", NULL, GW_WAIT_MS), &c);
+    GW_OK(test_client_ping(&c, GW_WAIT_MS), &c);
+    /* The awaited event is the clock passing exp: wait for it on the socket, which must stay
+     * open all that time (herald checks expiry on input, never closes an idle session early). */
+    int64_t left_ms = expired_at_ms - (int64_t)time(NULL) * 1000;
+    assert_false(test_client_is_closed(&c, left_ms > 0 ? (int)left_ms : 0));
+    while ((int64_t)time(NULL) * 1000 < expired_at_ms)
+        assert_false(test_client_is_closed(&c, 100));
+    Herald__Frame f;
+    Herald__Ping body;
+    test_frame_ping(&f, &body);
+    GW_OK(test_client_send(&c, &f, GW_WAIT_MS), &c);
+    int code = -1;
+    GW_OK(test_client_expect_close(&c, false, &code, NULL, GW_WAIT_MS), &c);
+    assert_int_equal(code, HERALD__DISCONNECT__CODE__TOKEN_EXPIRED);
+    test_client_close(&c);
+    assert_true(gw_metric(h, "herald_closed_total", "token_expired") == 1);
     gw_stop(state);
 }
 
@@ -260,6 +294,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_gw_auth_good_token, gw_teardown),
         cmocka_unit_test_teardown(test_gw_auth_expired_token, gw_teardown),
+        cmocka_unit_test_teardown(test_gw_auth_token_expires_in_session, gw_teardown),
         cmocka_unit_test_teardown(test_gw_auth_forged_token, gw_teardown),
         cmocka_unit_test_teardown(test_gw_auth_wrong_channel, gw_teardown),
         cmocka_unit_test_teardown(test_gw_auth_frame_before_connect, gw_teardown),
