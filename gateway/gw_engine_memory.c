@@ -92,7 +92,8 @@ typedef struct mem_join_req_s {
     char chan[];
 } mem_join_req_t;
 
-_Static_assert(sizeof(mem_join_req_t) == 40, "no padding in a join request");
+_Static_assert(sizeof(void *) != 8 || sizeof(mem_join_req_t) == 40,
+               "no padding in a join request (LP64)");
 
 void gw_engine_epoch_str(uint64_t epoch, char out[17])
 {

@@ -213,8 +213,8 @@ void gw_fanout_flush_done(gw_loop_t *lp)
     for (uint32_t i = 0; i < lp->n_flush_pub; i++)
         nl_hist_record_local(&lp->stats.flush_ns, now_ns - lp->flush_pub_ns[i]);
     lp->n_flush_pub = 0;
-    /* A burst's array is not kept: a quiet loop holds 64 entries at most. */
-    if (lp->cap_flush_pub > 64) {
+    /* A burst's array is not kept: a quiet loop holds 1,024 entries (8 KiB) at most. */
+    if (lp->cap_flush_pub > 1024) {
         free(lp->flush_pub_ns);
         lp->flush_pub_ns = NULL;
         lp->cap_flush_pub = 0;
@@ -233,7 +233,9 @@ void gw_fanout_deliver(gw_loop_t *lp, gw_msg_t *m)
     gw_sub_entry_advance(e, m->offset, m->epoch);
     uint32_t n;
     gw_sub_set_t *const *members = gw_sub_entry_members(e, &n);
-    lp->stats.deliveries += gw_session_deliver(lp, members, n, m->block);
+    uint64_t queued = gw_session_deliver(lp, members, n, m->block);
+    lp->stats.deliveries += queued;
     nl_hist_record_local(&lp->stats.latency_ns, nl_now_ns() - m->publish_ns);
-    fanout_note_flush(lp, m->publish_ns);
+    if (queued > 0) /* nothing is written for a message every member dropped */
+        fanout_note_flush(lp, m->publish_ns);
 }

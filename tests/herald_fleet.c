@@ -152,12 +152,17 @@ static ssize_t recv_stamped(test_fleet_t *fl, int fd, char *buf, size_t len)
         char bytes[CMSG_SPACE(sizeof(struct timespec))];
         struct cmsghdr align;
     } ctl;
-    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.bytes,
+    struct msghdr mh = {.msg_iov = &iov,
+                        .msg_iovlen = 1,
+                        .msg_control = ctl.bytes,
                         .msg_controllen = sizeof(ctl.bytes)};
     ssize_t n = recvmsg(fd, &mh, 0);
     fl->rx_ns = 0;
-    for (struct cmsghdr *cm = CMSG_FIRSTHDR(&mh); n > 0 && cm; cm = CMSG_NXTHDR(&mh, cm)) {
-        if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_TIMESTAMPNS) {
+    bool is_ctl_whole = !(mh.msg_flags & MSG_CTRUNC);
+    for (struct cmsghdr *cm = CMSG_FIRSTHDR(&mh); n > 0 && is_ctl_whole && cm;
+         cm = CMSG_NXTHDR(&mh, cm)) {
+        if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_TIMESTAMPNS &&
+            cm->cmsg_len >= CMSG_LEN(sizeof(struct timespec))) {
             struct timespec ts;
             memcpy(&ts, CMSG_DATA(cm), sizeof(ts));
             fl->rx_ns = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;

@@ -358,8 +358,12 @@ ssize_t nl_buf_read_fd_stamped(nl_buf_t *b, int fd, uint64_t *stamp_ns)
     } while (n < 0 && errno == EINTR);
     if (n < 0)
         return buf_read_done(b, spill, &p, -errno);
-    for (struct cmsghdr *cm = CMSG_FIRSTHDR(&mh); n > 0 && cm; cm = CMSG_NXTHDR(&mh, cm)) {
-        if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_TIMESTAMPNS) {
+    /* A truncated control message may hold a partial stamp: none then. */
+    bool is_ctl_whole = !(mh.msg_flags & MSG_CTRUNC);
+    for (struct cmsghdr *cm = CMSG_FIRSTHDR(&mh); n > 0 && is_ctl_whole && cm;
+         cm = CMSG_NXTHDR(&mh, cm)) {
+        if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_TIMESTAMPNS &&
+            cm->cmsg_len >= CMSG_LEN(sizeof(struct timespec))) {
             struct timespec ts;
             memcpy(&ts, CMSG_DATA(cm), sizeof(ts));
             *stamp_ns = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;

@@ -111,6 +111,7 @@ typedef struct nl__conn_loop_s {
     uint64_t last_trim_ms;
     char *coalesce_buf; /* NL__CONN_COALESCE_BYTES, allocated by the first coalesced write */
     bool is_flush_posted;
+    bool is_flushing; /* inside nl__conn_flush_dirty: the dirty arrays are being swapped */
     /* While the on_message of a connection with NL__CONN_RX_STAMPS runs: that connection and
      * the kernel receive time (CLOCK_REALTIME ns) of the read behind it; NULL and 0 otherwise.
      * Per loop, not per connection: it means something only during that callback, and one

@@ -221,8 +221,7 @@ static void out_consume(nl_conn_t *c, size_t n)
  */
 static int out_coalesce(nl__conn_loop_t *st, struct iovec *iov, int cnt, size_t total)
 {
-    if (cnt < 2 || total > NL__CONN_COALESCE_BYTES ||
-        total > (size_t)cnt * NL__CONN_COALESCE_AVG)
+    if (cnt < 2 || total > NL__CONN_COALESCE_BYTES || total > (size_t)cnt * NL__CONN_COALESCE_AVG)
         return cnt;
     if (!st->coalesce_buf && !(st->coalesce_buf = malloc(NL__CONN_COALESCE_BYTES)))
         return cnt; /* no memory: write the pieces as they are */
@@ -326,6 +325,11 @@ void nl__conn_flush_soon(nl__conn_loop_t *st)
  * skipped on their state. */
 void nl__conn_flush_dirty(nl__conn_loop_t *st)
 {
+    /* A callback run by a pass (on_write_complete) that asks for a flush gets none: the pass
+     * holds both dirty arrays, and what it queued is picked up by the next pass. */
+    if (st->is_flushing)
+        return;
+    st->is_flushing = true;
     for (int pass = 0; pass < NL__CONN_FLUSH_PASSES && st->dirty.len > 0; pass++) {
         nl__conn_vec_t batch = st->dirty;
         st->dirty = st->dirty_spare;
@@ -342,6 +346,7 @@ void nl__conn_flush_dirty(nl__conn_loop_t *st)
         batch.len = 0;
         st->dirty_spare = batch;
     }
+    st->is_flushing = false;
     nl__conn_flush_soon(st);
 }
 

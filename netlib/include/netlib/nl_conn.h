@@ -154,19 +154,21 @@ void nl_conn_close(nl_conn_t *c, int reason);
 
 /* Per-loop connection counters (owner thread, or summed by a posted closure). */
 typedef struct nl_conn_loop_stats_s {
-    uint64_t open;           /* connections now */
+    uint64_t open; /* connections now */
     uint64_t bytes_in;
     uint64_t bytes_out;
     uint64_t writev_calls;
-    uint64_t send_to_dropped; /* nl_conn_send_to for an id that was gone */
+    uint64_t send_to_dropped;  /* nl_conn_send_to for an id that was gone */
     uint64_t coalesced_writes; /* writes whose small pieces were copied into one buffer */
 } nl_conn_loop_stats_t;
 void nl_conn_get_loop_stats(nl_loop_t *loop, nl_conn_loop_stats_t *out);
 
 /* Writes the queued output of every connection of loop now, as the loop's own before-sleep
  * flush would later in this iteration: for a caller that wants to act after the writes (a
- * publish-to-flush latency sample). Connections waiting for the socket stay queued.
- * Thread: loop's owner. */
+ * publish-to-flush latency sample), from a before-sleep hook or a posted closure.
+ * Connections waiting for the socket stay queued; called from inside a flush (a
+ * connection's callback) it does nothing. Thread: loop's owner. Callbacks: on_write_complete,
+ * on_high_water and on_close may run before this returns. */
 void nl_conn_flush_loop(nl_loop_t *loop);
 
 #endif
