@@ -144,29 +144,14 @@ uint64_t test_fleet_rx_time_ns(const test_fleet_t *fl)
 }
 
 /* recv that also takes the kernel's receive timestamp (SO_TIMESTAMPNS) into fl->rx_ns: for
- * TCP, the time the last segment read arrived at the socket. */
+ * TCP, the time the last segment read arrived at the socket. Fails like recv (-1, errno). */
 static ssize_t recv_stamped(test_fleet_t *fl, int fd, char *buf, size_t len)
 {
     struct iovec iov = {.iov_base = buf, .iov_len = len};
-    union {
-        char bytes[CMSG_SPACE(sizeof(struct timespec))];
-        struct cmsghdr align;
-    } ctl;
-    struct msghdr mh = {.msg_iov = &iov,
-                        .msg_iovlen = 1,
-                        .msg_control = ctl.bytes,
-                        .msg_controllen = sizeof(ctl.bytes)};
-    ssize_t n = recvmsg(fd, &mh, 0);
-    fl->rx_ns = 0;
-    bool is_ctl_whole = !(mh.msg_flags & MSG_CTRUNC);
-    for (struct cmsghdr *cm = CMSG_FIRSTHDR(&mh); n > 0 && is_ctl_whole && cm;
-         cm = CMSG_NXTHDR(&mh, cm)) {
-        if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_TIMESTAMPNS &&
-            cm->cmsg_len >= CMSG_LEN(sizeof(struct timespec))) {
-            struct timespec ts;
-            memcpy(&ts, CMSG_DATA(cm), sizeof(ts));
-            fl->rx_ns = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-        }
+    ssize_t n = nl_recv_stamped(fd, &iov, 1, &fl->rx_ns);
+    if (n < 0) {
+        errno = (int)-n;
+        return -1;
     }
     return n;
 }

@@ -335,20 +335,16 @@ ssize_t nl_buf_read_fd(nl_buf_t *b, int fd)
  * room for a second message (another option the caller may have set, such as TCP_INQ); if
  * more arrive they are cut (MSG_CTRUNC), which costs the stamp at worst, never data.
  */
-ssize_t nl_buf_read_fd_stamped(nl_buf_t *b, int fd, uint64_t *stamp_ns)
+ssize_t nl_recv_stamped(int fd, struct iovec *iov, int iovcnt, uint64_t *stamp_ns)
 {
-    char spill[NL_BUF_SPILL];
     *stamp_ns = 0;
-    buf_read_plan_t p;
-    if (buf_read_plan(b, spill, &p) < 0)
-        return -ENOBUFS;
     union {
         char bytes[2 * CMSG_SPACE(sizeof(struct timespec))];
         struct cmsghdr align;
     } ctl;
     struct msghdr mh = {
-        .msg_iov = p.iov,
-        .msg_iovlen = (size_t)p.iovcnt,
+        .msg_iov = iov,
+        .msg_iovlen = (size_t)iovcnt,
         .msg_control = ctl.bytes,
         .msg_controllen = sizeof(ctl.bytes),
     };
@@ -357,7 +353,7 @@ ssize_t nl_buf_read_fd_stamped(nl_buf_t *b, int fd, uint64_t *stamp_ns)
         n = recvmsg(fd, &mh, 0);
     } while (n < 0 && errno == EINTR);
     if (n < 0)
-        return buf_read_done(b, spill, &p, -errno);
+        return -errno;
     /* A truncated control message may hold a partial stamp: none then. */
     bool is_ctl_whole = !(mh.msg_flags & MSG_CTRUNC);
     for (struct cmsghdr *cm = CMSG_FIRSTHDR(&mh); n > 0 && is_ctl_whole && cm;
@@ -369,5 +365,15 @@ ssize_t nl_buf_read_fd_stamped(nl_buf_t *b, int fd, uint64_t *stamp_ns)
             *stamp_ns = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
         }
     }
-    return buf_read_done(b, spill, &p, n);
+    return n;
+}
+
+ssize_t nl_buf_read_fd_stamped(nl_buf_t *b, int fd, uint64_t *stamp_ns)
+{
+    char spill[NL_BUF_SPILL];
+    *stamp_ns = 0;
+    buf_read_plan_t p;
+    if (buf_read_plan(b, spill, &p) < 0)
+        return -ENOBUFS;
+    return buf_read_done(b, spill, &p, nl_recv_stamped(fd, p.iov, p.iovcnt, stamp_ns));
 }

@@ -28,49 +28,7 @@
 #include "netlib/nl_loop.h"
 
 #include "nl_test_env.h"
-
-static uint64_t realtime_ns(void)
-{
-    struct timespec ts;
-    if (clock_gettime(CLOCK_REALTIME, &ts) != 0)
-        abort();
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-/* The kernel turns receive stamping on lazily: the first SO_TIMESTAMPNS in the system
- * schedules a work item that flips a static key, and segments that arrive before it ran carry
- * no stamp. This opens a stamped loopback pair and bounces bytes over it until a read comes
- * back stamped (at most 10 s); while the pair stays open the key stays on, so every read of
- * the test is stamped from the first. */
-static void stamps_warm_up(int fds[2])
-{
-    int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    assert_true(lfd >= 0);
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    assert_int_equal(bind(lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-    assert_int_equal(listen(lfd, 1), 0);
-    socklen_t len = sizeof(sa);
-    assert_int_equal(getsockname(lfd, (struct sockaddr *)&sa, &len), 0);
-    fds[1] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    assert_true(fds[1] >= 0);
-    assert_int_equal(connect(fds[1], (struct sockaddr *)&sa, sizeof(sa)), 0);
-    fds[0] = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
-    assert_true(fds[0] >= 0);
-    close(lfd);
-    int on = 1;
-    assert_int_equal(setsockopt(fds[0], SOL_SOCKET, SO_TIMESTAMPNS, &on, sizeof(on)), 0);
-    nl_buf_t w;
-    nl_buf_init(&w, 0);
-    uint64_t stamp = 0;
-    uint64_t end_ns = realtime_ns() + 10000000000ull;
-    while (stamp == 0 && realtime_ns() < end_ns) {
-        assert_int_equal(write(fds[1], "w", 1), 1);
-        assert_int_equal(nl_buf_read_fd_stamped(&w, fds[0], &stamp), 1);
-        nl_buf_retrieve_all(&w);
-    }
-    nl_buf_deinit(&w);
-    assert_true(stamp != 0);
-}
+#include "test_stamp.h"
 
 static void stamps_cool_down(const int fds[2])
 {
@@ -131,7 +89,7 @@ static void ss_srv_message(nl_conn_t *c, nl_buf_t *in)
     assert_true(s->msgs < SS_MSGS);
     int j = s->msgs++;
     s->stamp[j] = nl_conn_rx_time_ns(c);
-    s->seen[j] = realtime_ns();
+    s->seen[j] = test_realtime_ns();
     s->client[j] = nl_buf_peek(in)[0] - '0';
     ss_srv_t *o = &t->srv[s == &t->srv[0] ? 1 : 0];
     s->other[j] = o->conn ? nl_conn_rx_time_ns(o->conn) : 0;
@@ -151,7 +109,7 @@ static const nl_conn_cbs_t ss_srv_cbs = {
 static void ss_cli_send(nl_conn_t *c, ss_cli_t *k)
 {
     char byte = (char)('0' + k->k);
-    k->sent[k->replies] = realtime_ns();
+    k->sent[k->replies] = test_realtime_ns();
     assert_int_equal(nl_conn_send(c, &byte, 1), 0);
 }
 
@@ -207,7 +165,8 @@ static void test_nl_conn_rx_time_server_side(void **state)
 {
     test_env_t *e = *state;
     int warm[2];
-    stamps_warm_up(warm);
+    test_tcp_pair(warm, true);
+    test_stamps_warm_up(warm);
     ss_t t = {0};
     e->test = &t;
     test_env_serve(e, 0, &ss_srv_cbs, 0);
@@ -263,7 +222,7 @@ static void cs_connected(nl_conn_t *c)
 {
     cs_t *t = nl_conn_ctx(c);
     t->set_rc = nl_conn_set_rx_timestamps(c, true);
-    t->sent = realtime_ns();
+    t->sent = test_realtime_ns();
     assert_int_equal(nl_conn_send(c, "hello", 5), 0);
 }
 
@@ -272,7 +231,7 @@ static void cs_message(nl_conn_t *c, nl_buf_t *in)
     cs_t *t = nl_conn_ctx(c);
     /* The echo may come back in pieces; the last read's stamp is the one kept. */
     t->stamp = nl_conn_rx_time_ns(c);
-    t->seen = realtime_ns();
+    t->seen = test_realtime_ns();
     t->recvd += nl_buf_readable(in);
     nl_buf_retrieve_all(in);
     if (t->recvd == 5)
@@ -302,7 +261,8 @@ static void test_nl_conn_rx_time_client_side(void **state)
 {
     test_env_t *e = *state;
     int warm[2];
-    stamps_warm_up(warm);
+    test_tcp_pair(warm, true);
+    test_stamps_warm_up(warm);
     cs_t t = {0};
     e->test = &t;
     test_env_serve(e, 1, &test_env_echo_cbs, 0);

@@ -29,6 +29,8 @@
 #include "netlib/nl_buf.h"
 #include "netlib/nl_common.h"
 
+#include "test_stamp.h"
+
 /* The storage a first use allocates: the prepend reserve plus NL_BUF_INITIAL. */
 #define FIRST_CAP (NL_BUF_PREPEND + NL_BUF_INITIAL)
 
@@ -492,35 +494,6 @@ static void test_nl_buf_read_fd_cap(void **state)
     assert_int_equal(nl_buf_read_fd(b, fds[0]), -EBADF);
 }
 
-static uint64_t realtime_ns(void)
-{
-    struct timespec ts;
-    assert_int_equal(clock_gettime(CLOCK_REALTIME, &ts), 0);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-/* A connected loopback TCP pair: fds[0] receives (non-blocking, with SO_TIMESTAMPNS when
- * is_stamped), fds[1] sends (blocking, so write_pattern writes whole). */
-static void tcp_pair(int fds[2], bool is_stamped)
-{
-    int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    assert_true(lfd >= 0);
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    assert_int_equal(bind(lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-    assert_int_equal(listen(lfd, 1), 0);
-    socklen_t len = sizeof(sa);
-    assert_int_equal(getsockname(lfd, (struct sockaddr *)&sa, &len), 0);
-    fds[1] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    assert_true(fds[1] >= 0);
-    assert_int_equal(connect(fds[1], (struct sockaddr *)&sa, sizeof(sa)), 0);
-    fds[0] = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-    assert_true(fds[0] >= 0);
-    close(lfd);
-    int on = 1;
-    if (is_stamped)
-        assert_int_equal(setsockopt(fds[0], SOL_SOCKET, SO_TIMESTAMPNS, &on, sizeof(on)), 0);
-}
-
 /* Waits (10 s at most) until fd has at least its SO_RCVLOWAT bytes to read, or EOF. */
 static void wait_readable(int fd)
 {
@@ -533,33 +506,12 @@ static void set_rcvlowat(int fd, int bytes)
     assert_int_equal(setsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &bytes, sizeof(bytes)), 0);
 }
 
-/* The kernel turns receive stamping on lazily: the first SO_TIMESTAMPNS in the system
- * schedules a work item that flips a static key, and segments that arrive before it ran carry
- * no stamp. This bounces bytes over the stamped pair until a read comes back stamped (at most
- * 10 s), so that the reads under test are stamped from the first; the key stays on while the
- * pair is open. */
-static void stamps_warm_up(int fds[2])
-{
-    nl_buf_t w;
-    nl_buf_init(&w, 0);
-    uint64_t stamp = 0;
-    uint64_t end_ns = realtime_ns() + 10000000000ull;
-    while (stamp == 0 && realtime_ns() < end_ns) {
-        write_pattern(fds[1], 0, 1);
-        wait_readable(fds[0]);
-        assert_int_equal(nl_buf_read_fd_stamped(&w, fds[0], &stamp), 1);
-        nl_buf_retrieve_all(&w);
-    }
-    nl_buf_deinit(&w);
-    assert_true(stamp != 0);
-}
-
 static void test_nl_buf_read_fd_stamped_tcp(void **state)
 {
     nl_buf_t *b = *state;
     int fds[2];
-    tcp_pair(fds, true);
-    stamps_warm_up(fds);
+    test_tcp_pair(fds, true);
+    test_stamps_warm_up(fds);
     /* Nothing to read: -EAGAIN, and the stamp is cleared whatever it held. */
     uint64_t stamp = 42;
     assert_int_equal(nl_buf_read_fd_stamped(b, fds[0], &stamp), -EAGAIN);
@@ -567,11 +519,11 @@ static void test_nl_buf_read_fd_stamped_tcp(void **state)
     assert_int_equal(nl_buf_capacity(b), 0);
 
     /* A small message: its stamp lies between the send and the end of the read. */
-    uint64_t t0 = realtime_ns();
+    uint64_t t0 = test_realtime_ns();
     write_pattern(fds[1], 0, 100);
     wait_readable(fds[0]);
     assert_int_equal(nl_buf_read_fd_stamped(b, fds[0], &stamp), 100);
-    uint64_t t1 = realtime_ns();
+    uint64_t t1 = test_realtime_ns();
     assert_true(stamp != 0);
     assert_true(t0 <= stamp && stamp <= t1);
     check_pattern(nl_buf_peek(b), 0, 100);
@@ -582,12 +534,12 @@ static void test_nl_buf_read_fd_stamped_tcp(void **state)
     const size_t big = 32 * 1024;
     assert_int_equal(nl_buf_writable(b), NL_BUF_INITIAL);
     set_rcvlowat(fds[0], (int)big);
-    uint64_t t2 = realtime_ns();
+    uint64_t t2 = test_realtime_ns();
     write_pattern(fds[1], 100, big);
     wait_readable(fds[0]);
     stamp = 0;
     assert_int_equal(nl_buf_read_fd_stamped(b, fds[0], &stamp), (ssize_t)big);
-    uint64_t t3 = realtime_ns();
+    uint64_t t3 = test_realtime_ns();
     assert_true(stamp > t1);
     assert_true(t2 <= stamp && stamp <= t3);
     assert_int_equal(nl_buf_readable(b), big);
@@ -609,7 +561,7 @@ static void test_nl_buf_read_fd_stamped_off(void **state)
     nl_buf_t *b = *state;
     int fds[2];
     /* Without SO_TIMESTAMPNS the kernel attaches nothing: the bytes arrive, the stamp is 0. */
-    tcp_pair(fds, false);
+    test_tcp_pair(fds, false);
     write_pattern(fds[1], 0, 10);
     wait_readable(fds[0]);
     uint64_t stamp = 42;

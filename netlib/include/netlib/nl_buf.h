@@ -22,6 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <sys/uio.h>
 
 /* Bytes kept free in front of the readable region for a cheap prepend. */
 #define NL_BUF_PREPEND 8
@@ -34,10 +35,10 @@
 
 /* Transparent so it can be embedded and its accessors inlined; touch fields only via nl_buf_*. */
 typedef struct nl_buf_s {
-    char *data;       /* NULL until first use */
-    uint32_t cap;     /* bytes allocated at data */
-    uint32_t rd;      /* offset of the first readable byte */
-    uint32_t wr;      /* offset of the first writable byte */
+    char *data;         /* NULL until first use */
+    uint32_t cap;       /* bytes allocated at data */
+    uint32_t rd;        /* offset of the first readable byte */
+    uint32_t wr;        /* offset of the first writable byte */
     uint32_t max_bytes; /* cap on cap */
 } nl_buf_t;
 
@@ -129,5 +130,11 @@ ssize_t nl_buf_read_fd(nl_buf_t *b, int fd);
  * attached no stamp (the option is off, or the socket type has none).
  * Thread: the buffer's owner. Ownership: nothing retained. */
 ssize_t nl_buf_read_fd_stamped(nl_buf_t *b, int fd, uint64_t *stamp_ns);
+
+/* The system call under nl_buf_read_fd_stamped, for readers with their own storage: recvmsg
+ * of fd into iov[0..iovcnt) (EINTR retried) with the SO_TIMESTAMPNS stamp in *stamp_ns, as
+ * above (0 when none, or when the control message came truncated).
+ * Returns: the bytes read (0 at EOF); negative errno. Thread: any. */
+ssize_t nl_recv_stamped(int fd, struct iovec *iov, int iovcnt, uint64_t *stamp_ns);
 
 #endif
