@@ -60,6 +60,8 @@ static const setting_t settings[] = {
      "client listener port only (0: any free port)"},
     {"server", "io_threads", "io_threads", NULL, T_U32, OFF(io_threads), 0, 0, 256, false,
      "IO loop threads (0: one per core)"},
+    {"server", "pin_io_threads", "pin_io_threads", NULL, T_BOOL, OFF(is_pin_io_threads), 0, 0, 0,
+     false, "pin IO loop i to the i-th CPU herald may run on"},
     {"server", "worker_threads", "worker_threads", NULL, T_U32, OFF(worker_threads), 0, 1, 256,
      false, "worker pool threads (token checks, slow work)"},
     {"server", "worker_queue", "worker_queue", NULL, T_U32, OFF(worker_queue_capacity), 0, 1,

@@ -15,6 +15,7 @@
 #include "gw_node.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -229,6 +230,23 @@ static void node_on_signal(nl_signal_t *s, int signum, void *arg)
 
 /* --- startup ------------------------------------------------------------------------------ */
 
+/* With pin_io_threads: the CPU for IO loop i, the i-th (wrapping round) of the CPUs this
+ * process may run on, so `taskset -c 2,3 herald` pins its loops to 2 and 3. -1: no pinning. */
+static int node_loop_cpu(const gw_node_t *node, uint32_t i)
+{
+    cpu_set_t set;
+    if (!node->cfg.is_pin_io_threads || sched_getaffinity(0, sizeof(set), &set) < 0)
+        return -1;
+    int n = CPU_COUNT(&set);
+    if (n == 0)
+        return -1;
+    int k = (int)(i % (uint32_t)n);
+    for (int cpu = 0; cpu < CPU_SETSIZE; cpu++)
+        if (CPU_ISSET(cpu, &set) && k-- == 0)
+            return cpu;
+    return -1;
+}
+
 static int node_start_loops(gw_node_t *node)
 {
     for (uint32_t i = 0; i < node->n_loops; i++) {
@@ -238,7 +256,8 @@ static int node_start_loops(gw_node_t *node)
         nl_loop_thread_opts_t opts = {
             .loop = {.id = (int)i},
             .name = name,
-            .cpu = -1,
+            .cpu = node_loop_cpu(node, i),
+            .is_pinned = node->cfg.is_pin_io_threads,
             .on_start = loop_on_start,
             .on_stop = loop_on_stop,
             .arg = lp,
@@ -381,8 +400,9 @@ int gw_node_new(gw_node_t **out, const gw_config_t *cfg)
         NL_LOG(NL_WARN, "insecure_mode",
                "msg=\"tokens are NOT verified: any client may connect as any user; demos and "
                "tests only\"");
-    NL_LOG(NL_INFO, "listening", "port=%u admin_port=%u io_threads=%u engine=%s node=%s",
-           node->port, node->admin_port, node->n_loops, node->engine->ops->name, node->node_id);
+    NL_LOG(NL_INFO, "listening", "port=%u admin_port=%u io_threads=%u pinned=%s engine=%s node=%s",
+           node->port, node->admin_port, node->n_loops, node->cfg.is_pin_io_threads ? "yes" : "no",
+           node->engine->ops->name, node->node_id);
     atomic_store(&node->is_ready, true);
     *out = node;
     return 0;

@@ -6,6 +6,9 @@
  * the published payloads, in order. Channels are isolated, Unsubscribe stops delivery, and a
  * pipelined burst of publishes keeps its order.
  *
+ * With --pin-io-threads each IO loop thread may run on exactly one CPU, the i-th of the CPUs
+ * herald inherited (read back from /proc/<pid>/task/<tid>/status); without it, on all of them.
+ *
  * "Nothing else arrived" is proven without waiting for silence: a Ping is answered after
  * everything queued before it, so a Pong with no frame kept ahead of it means nothing was.
  */
@@ -20,6 +23,8 @@
 #include <string.h>
 
 #include <cmocka.h>
+#include <dirent.h>
+#include <sched.h>
 
 #include "gwtest_util.h"
 #include "proto_frame.h"
@@ -124,6 +129,104 @@ static void test_gw_pubsub_across_loops(void **state)
         expect_nothing_more(&subs[i], i);
     }
     close_all(subs, N_SUBS);
+    gw_stop(state);
+}
+
+/* The CPUs thread tid of pid may run on (Cpus_allowed_list in its status), into set. */
+static void thread_cpus(pid_t pid, const char *tid, cpu_set_t *set)
+{
+    char path[320];
+    snprintf(path, sizeof(path), "/proc/%d/task/%s/status", (int)pid, tid);
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    char line[512];
+    CPU_ZERO(set);
+    while (fgets(line, sizeof(line), f)) {
+        if (strncmp(line, "Cpus_allowed_list:", 18) != 0)
+            continue;
+        /* "0-3,6" */
+        for (char *p = line + 18; *p && *p != '\n';) {
+            char *end;
+            long a = strtol(p, &end, 10);
+            long b = *end == '-' ? strtol(end + 1, &end, 10) : a;
+            for (long c = a; c <= b; c++)
+                CPU_SET((int)c, set);
+            p = *end == ',' ? end + 1 : end;
+        }
+    }
+    fclose(f);
+}
+
+/* Checks every herald-io<i> thread of h: pinned to the i-th CPU of this process's affinity
+ * set (which herald inherited), or allowed all of that set. Returns the loop threads seen. */
+static int check_loop_affinity(const test_herald_t *h, bool is_pinned)
+{
+    cpu_set_t mine;
+    assert_int_equal(sched_getaffinity(0, sizeof(mine), &mine), 0);
+    int cpus[CPU_SETSIZE];
+    int n_cpus = 0;
+    for (int c = 0; c < CPU_SETSIZE; c++)
+        if (CPU_ISSET(c, &mine))
+            cpus[n_cpus++] = c;
+    char dir[64];
+    snprintf(dir, sizeof(dir), "/proc/%d/task", (int)h->pid);
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    int seen = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.')
+            continue;
+        char path[352];
+        char comm[32] = "";
+        snprintf(path, sizeof(path), "%s/%s/comm", dir, e->d_name);
+        FILE *f = fopen(path, "r");
+        if (!f || !fgets(comm, sizeof(comm), f) || strncmp(comm, "herald-io", 9) != 0) {
+            if (f)
+                fclose(f);
+            continue;
+        }
+        fclose(f);
+        int loop = atoi(comm + 9);
+        cpu_set_t got;
+        thread_cpus(h->pid, e->d_name, &got);
+        if (is_pinned) {
+            if (CPU_COUNT(&got) != 1 || !CPU_ISSET(cpus[loop % n_cpus], &got))
+                fail_msg("herald-io%d may run on %d CPUs, not only CPU %d", loop, CPU_COUNT(&got),
+                         cpus[loop % n_cpus]);
+        } else if (!CPU_EQUAL(&got, &mine)) {
+            fail_msg("herald-io%d is pinned though pin_io_threads is off", loop);
+        }
+        seen++;
+    }
+    closedir(d);
+    return seen;
+}
+
+static void test_gw_pubsub_pinned_loops(void **state)
+{
+    test_herald_t *h = gw_start(state, "--secret", GW_SECRET, "--io-threads", N_LOOPS,
+                                "--pin-io-threads", "--api-key", GW_API_KEY, NULL);
+    assert_int_equal(check_loop_affinity(h, true), atoi(N_LOOPS));
+    /* Pinned loops still serve: a subscriber on each loop hears a publish. */
+    static test_client_t subs[4];
+    connect_all(h, subs, 4);
+    assert_int_equal(loops_with_connections(h), 4);
+    uint64_t base[4];
+    for (size_t i = 0; i < 4; i++)
+        GW_OK(test_client_subscribe(&subs[i], "room", &base[i], GW_WAIT_MS), &subs[i]);
+    uint64_t off = 0;
+    GW_OK(test_client_publish(&subs[0], "room", "pinned", 6, &off, GW_WAIT_MS), &subs[0]);
+    for (size_t i = 0; i < 4; i++) {
+        Herald__Frame *f = NULL;
+        GW_OK(test_client_expect_push(&subs[i], "room", base[i] + 1, &f, GW_WAIT_MS), &subs[i]);
+        proto_frame_free(f);
+    }
+    close_all(subs, 4);
+    gw_stop(state);
+
+    h = start(state);
+    assert_int_equal(check_loop_affinity(h, false), atoi(N_LOOPS));
     gw_stop(state);
 }
 
@@ -237,6 +340,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_gw_pubsub_across_loops, gw_teardown),
         cmocka_unit_test_teardown(test_gw_pubsub_channels_isolated, gw_teardown),
+        cmocka_unit_test_teardown(test_gw_pubsub_pinned_loops, gw_teardown),
         cmocka_unit_test_teardown(test_gw_pubsub_pipelined_burst, gw_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
