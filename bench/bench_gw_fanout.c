@@ -18,6 +18,14 @@
  *               Printed per server: p50/p99/p99.9/max of both, and the zero-loss check.
  *   latency-redis  only the Redis half of latency.
  *
+ * --fleet-nice N (latency modes): this thread (fleet and publisher) runs at nice N while it
+ * measures, the server at 0. Both sides share two CPUs here, and the fleet is busy enough
+ * that the scheduler makes herald's two loops share one CPU with each other; at nice 19 the
+ * server gets the CPUs whenever it has work, as it would with its clients on other machines.
+ * The arrival figure (a kernel stamp taken when the server's write reaches the socket) does
+ * not depend on when the fleet gets round to reading. Applied to both servers alike.
+ * --pin-io (latency modes): herald runs with --pin-io-threads, its two loops one per CPU.
+ *
  * Every payload carries the publisher's sequence number in bytes 8..15, which the Redis side
  * checks (herald's side checks Push offsets). The subscribers' bytes are parsed in place
  * (varint length, Push offset and payload; RESP by its known shape), not through protobuf-c
@@ -25,7 +33,7 @@
  *
  * Usage: bench_gw_fanout [--mode all|throughput|redis|latency|latency-redis] [--subs N]
  *        [--payload B (>= 16)] [--seconds S] [--window W] [--rate R] [--latency-seconds S]
- *        [--herald PATH] [--redis-server PATH]
+ *        [--fleet-nice N] [--pin-io] [--herald PATH] [--redis-server PATH]
  * This is a benchmark program, never a ctest case (STYLE.md §9).
  */
 #include <errno.h>
@@ -41,6 +49,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -63,6 +72,8 @@ typedef struct opts_s {
     int seconds;
     uint64_t window;
     int rate;
+    int fleet_nice; /* latency modes: this thread's nice value while measuring */
+    bool is_pin_io; /* latency modes: herald's two IO loops pinned, one per CPU */
     int latency_seconds;
     char redis[256];
 } opts_t;
@@ -430,7 +441,10 @@ static test_herald_t *start_herald(const opts_t *o, const char *io_threads, int 
                           "1h",         "--ping-interval",
                           "30m",        "--max-frame",
                           "1m",         "--connect-timeout",
-                          "10m",        NULL};
+                          "10m",        NULL,
+                          NULL};
+    if (o->is_pin_io)
+        args[sizeof(args) / sizeof(args[0]) - 2] = "--pin-io-threads";
     test_herald_opts_t ho = {.args = args, .cpu = cpu};
     test_herald_t *h = NULL;
     int rc = test_herald_start(&h, &ho);
@@ -646,8 +660,8 @@ static double herald_p99_flush(uint16_t admin_port)
 /* Publishes o->rate stamped messages a second for o->latency_seconds, then gives the last
  * ones up to 10 s to arrive. The same loop drives herald and Redis.
  * Returns: the number of messages sent; -1 when a send failed. */
-static int64_t latency_loop(const opts_t *o, test_fleet_t *fl, run_t *r, publisher_t *pub,
-                            test_fleet_raw_cb raw)
+static int64_t latency_measure(const opts_t *o, test_fleet_t *fl, run_t *r, publisher_t *pub,
+                               test_fleet_raw_cb raw)
 {
     uint64_t period = 1000000000ull / (uint64_t)o->rate;
     uint64_t msgs = (uint64_t)o->rate * (uint64_t)o->latency_seconds;
@@ -673,6 +687,26 @@ static int64_t latency_loop(const opts_t *o, test_fleet_t *fl, run_t *r, publish
     return (int64_t)pub->sent;
 }
 
+/* latency_measure at --fleet-nice. */
+static int64_t latency_loop(const opts_t *o, test_fleet_t *fl, run_t *r, publisher_t *pub,
+                            test_fleet_raw_cb raw)
+{
+    /* Linux keeps nice per thread: who 0 is this thread only, not the server processes. */
+    errno = 0;
+    int old_nice = getpriority(PRIO_PROCESS, 0);
+    if (o->fleet_nice != 0 && setpriority(PRIO_PROCESS, 0, o->fleet_nice) < 0)
+        fprintf(stderr, "bench_gw_fanout: --fleet-nice %d: %s\n", o->fleet_nice, strerror(errno));
+    int64_t sent = latency_measure(o, fl, r, pub, raw);
+    /* Raising the priority back needs CAP_SYS_NICE; without it the next server started
+     * inherits the fleet's nice value, and the warning says so. */
+    if (o->fleet_nice != 0 && setpriority(PRIO_PROCESS, 0, old_nice) < 0)
+        fprintf(stderr,
+                "bench_gw_fanout: cannot restore nice %d (%s): a server started "
+                "later runs at nice %d\n",
+                old_nice, strerror(errno), o->fleet_nice);
+    return sent;
+}
+
 static void print_hist_ms(const char *what, const nl_hist_t *h)
 {
     nl_hist_summary_t s;
@@ -689,10 +723,10 @@ static int print_latency(const opts_t *o, const char *name, const run_t *r, uint
     uint64_t want = sent * r->n;
     bool is_complete = r->delivered == want && r->lost == 0 && r->other == 0 &&
                        test_fleet_open_count(r->fl) == r->n;
-    printf("latency (%s): %d broadcasts/s x %zu subscribers, %zu-byte payload, %d s, target "
-           "p99 < 40 ms; loss check: %s (delivered %llu of %llu, out of sequence %llu, other "
-           "%llu)\n",
-           name, o->rate, r->n, o->payload, o->latency_seconds,
+    printf("latency (%s, fleet at nice %d): %d broadcasts/s x %zu subscribers, %zu-byte "
+           "payload, %d s, target p99 < 40 ms; loss check: %s (delivered %llu of %llu, out of "
+           "sequence %llu, other %llu)\n",
+           name, o->fleet_nice, o->rate, r->n, o->payload, o->latency_seconds,
            is_complete ? "zero loss" : "FAILED", (unsigned long long)r->delivered,
            (unsigned long long)want, (unsigned long long)r->lost, (unsigned long long)r->other);
     print_hist_ms("publish to arrival in the client socket", r->arrive_us);
@@ -724,7 +758,11 @@ static int run_herald_latency(const opts_t *o)
         publisher_t pub;
         publisher_init(&pub, c.fd, false, o->payload);
         int64_t sent = latency_loop(o, fl, &r, &pub, herald_raw);
-        rc = sent < 0 ? -1 : print_latency(o, "herald io_threads=2, unpinned", &r, (uint64_t)sent);
+        rc = sent < 0 ? -1
+                      : print_latency(o,
+                                      o->is_pin_io ? "herald io_threads=2, pin_io_threads"
+                                                   : "herald io_threads=2, unpinned",
+                                      &r, (uint64_t)sent);
         printf("  herald's own publish-to-flush p99 <= %.1f ms\n",
                herald_p99_flush(h->admin_port) * 1000.0);
         free(pub.buf);
@@ -783,6 +821,8 @@ static void parse_opts(int argc, char **argv, opts_t *o)
                                           {"window", required_argument, NULL, 'w'},
                                           {"rate", required_argument, NULL, 'r'},
                                           {"latency-seconds", required_argument, NULL, 'l'},
+                                          {"fleet-nice", required_argument, NULL, 'N'},
+                                          {"pin-io", no_argument, NULL, 'P'},
                                           {"herald", required_argument, NULL, 'H'},
                                           {"redis-server", required_argument, NULL, 'R'},
                                           {NULL, 0, NULL, 0}};
@@ -810,6 +850,12 @@ static void parse_opts(int argc, char **argv, opts_t *o)
         case 'l':
             o->latency_seconds = atoi(optarg);
             break;
+        case 'N':
+            o->fleet_nice = atoi(optarg);
+            break;
+        case 'P':
+            o->is_pin_io = true;
+            break;
         case 'H':
             setenv("TEST_HERALD_BIN", optarg, 1);
             break;
@@ -825,7 +871,8 @@ static void parse_opts(int argc, char **argv, opts_t *o)
     for (size_t i = 0; i < sizeof(modes) / sizeof(modes[0]); i++)
         is_mode = is_mode || strcmp(o->mode, modes[i]) == 0;
     if (!is_mode || o->payload < MIN_PAYLOAD || o->payload > MAX_PAYLOAD || o->subs == 0 ||
-        o->seconds < 2 || o->rate < 1 || o->latency_seconds < 1 || o->window < 1) {
+        o->seconds < 2 || o->rate < 1 || o->latency_seconds < 1 || o->window < 1 ||
+        o->fleet_nice < 0 || o->fleet_nice > 19) {
         fprintf(stderr, "bad options\n");
         exit(2);
     }
