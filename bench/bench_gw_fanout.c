@@ -49,53 +49,22 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/prctl.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "bench_gw_fanout.h"
 #include "herald_client.h"
 #include "herald_harness.h"
 #include "netlib/nl_hist.h"
 #include "proto_frame.h"
 
 #define SETUP_MS 300000
-#define API_KEY "bench-fanout-key"
 #define DRAIN_MS 60000
 #define MAX_PAYLOAD 65536
 #define MIN_PAYLOAD 16 /* send time or sequence number, then sequence number */
 
-typedef struct opts_s {
-    char mode[16];
-    size_t subs;
-    size_t payload;
-    int seconds;
-    uint64_t window;
-    int rate;
-    int fleet_nice; /* latency modes: this thread's nice value while measuring */
-    bool is_pin_io; /* latency modes: herald's two IO loops pinned, one per CPU */
-    int latency_seconds;
-    char redis[256];
-} opts_t;
-
-/* The run's shared state: per-subscriber expectations and the counters. */
-typedef struct run_s {
-    size_t n;
-    size_t payload;
-    bool is_redis;
-    uint64_t *next;    /* herald: next offset expected; redis: next sequence number */
-    uint8_t *is_ready; /* redis: subscribe confirmation seen */
-    size_t ready;
-    uint64_t delivered;
-    uint64_t lost;        /* out-of-sequence deliveries */
-    uint64_t other;       /* frames that were neither Push nor Pong (herald), or malformed */
-    uint64_t unstamped;   /* latency mode: deliveries read without a kernel receive stamp */
-    nl_hist_t *lat_us;    /* latency mode: publish to processed by the fleet, microseconds */
-    nl_hist_t *arrive_us; /* latency mode: publish to arrival in the socket (kernel stamp) */
-    test_fleet_t *fl;     /* latency mode: where the arrival stamps come from */
-} run_t;
-
-static uint64_t now_ns(void)
+uint64_t fan_now_ns(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -103,7 +72,7 @@ static uint64_t now_ns(void)
 }
 
 /* Latency mode stamps payloads with CLOCK_REALTIME: the kernel's receive timestamps use it. */
-static uint64_t wall_ns(void)
+uint64_t fan_wall_ns(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
@@ -222,13 +191,13 @@ static void herald_frame(run_t *r, size_t i, const uint8_t *p, const uint8_t *en
     r->other++;
 }
 
-static size_t herald_raw(test_fleet_t *fl, size_t i, const char *data, size_t len, void *arg)
+size_t fan_herald_raw(test_fleet_t *fl, size_t i, const char *data, size_t len, void *arg)
 {
     (void)fl;
     run_t *r = arg;
     if (!data)
         return 0;
-    uint64_t t = r->lat_us ? wall_ns() : 0;
+    uint64_t t = r->lat_us ? fan_wall_ns() : 0;
     const uint8_t *p = (const uint8_t *)data;
     const uint8_t *end = p + len;
     for (;;) {
@@ -255,13 +224,13 @@ static size_t redis_msg_len(size_t payload, char *head, size_t cap)
     return (size_t)n + payload + 2;
 }
 
-static size_t redis_raw(test_fleet_t *fl, size_t i, const char *data, size_t len, void *arg)
+size_t fan_redis_raw(test_fleet_t *fl, size_t i, const char *data, size_t len, void *arg)
 {
     (void)fl;
     run_t *r = arg;
     if (!data)
         return 0;
-    uint64_t t = r->lat_us ? wall_ns() : 0;
+    uint64_t t = r->lat_us ? fan_wall_ns() : 0;
     size_t used = 0;
     if (!r->is_ready[i]) {
         size_t n = sizeof(redis_sub_ok) - 1;
@@ -295,17 +264,8 @@ static size_t redis_raw(test_fleet_t *fl, size_t i, const char *data, size_t len
 
 /* --- publishers --------------------------------------------------------------------------- */
 
-typedef struct publisher_s {
-    int fd;
-    bool is_redis;
-    char *buf; /* one encoded request, rewritten per message */
-    size_t len;
-    size_t payload_at;
-    uint64_t sent;
-} publisher_t;
-
-/* Prepares the request bytes once; publish() patches stamp and sequence number in. */
-static void publisher_init(publisher_t *p, int fd, bool is_redis, size_t payload)
+/* Prepares the request bytes once; fan_publish() patches stamp and sequence number in. */
+void fan_publisher_init(publisher_t *p, int fd, bool is_redis, size_t payload)
 {
     p->fd = fd;
     p->is_redis = is_redis;
@@ -337,7 +297,7 @@ static void publisher_init(publisher_t *p, int fd, bool is_redis, size_t payload
 
 /* Sends one message whose payload starts with value (a sequence number or a send time),
  * followed by the sequence number (0, 1, ...) that the Redis subscribers check. */
-static int publish(publisher_t *p, uint64_t value)
+int fan_publish(publisher_t *p, uint64_t value)
 {
     memcpy(p->buf + p->payload_at, &value, sizeof(value));
     memcpy(p->buf + p->payload_at + 8, &p->sent, sizeof(p->sent));
@@ -360,14 +320,14 @@ static int publish(publisher_t *p, uint64_t value)
 }
 
 /* Reads and discards the publisher's answers (PublishOk / Redis integer replies). */
-static void publisher_drain(publisher_t *p)
+void fan_publisher_drain(publisher_t *p)
 {
     char scratch[65536];
     while (recv(p->fd, scratch, sizeof(scratch), MSG_DONTWAIT) > 0)
         ;
 }
 
-static int connect_port(uint16_t port)
+int fan_connect_port(uint16_t port)
 {
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port)};
@@ -389,13 +349,13 @@ static int throughput_loop(const opts_t *o, const char *name, test_fleet_t *fl, 
                            publisher_t *pub, test_fleet_raw_cb raw)
 {
     uint64_t n = r->n;
-    uint64_t t_start = now_ns();
+    uint64_t t_start = fan_now_ns();
     uint64_t t_warm = t_start + 1000000000ull;
     uint64_t t_end = t_start + (uint64_t)o->seconds * 1000000000ull;
     uint64_t d_warm = 0;
     uint64_t t_warm_real = 0;
     for (;;) {
-        uint64_t t = now_ns();
+        uint64_t t = fan_now_ns();
         if (!t_warm_real && t >= t_warm) {
             t_warm_real = t;
             d_warm = r->delivered;
@@ -403,17 +363,17 @@ static int throughput_loop(const opts_t *o, const char *name, test_fleet_t *fl, 
         if (t >= t_end)
             break;
         while (pub->sent * n - r->delivered < o->window * n)
-            if (publish(pub, pub->sent) < 0)
+            if (fan_publish(pub, pub->sent) < 0)
                 return -1;
         test_fleet_poll_raw(fl, 10, raw, r);
-        publisher_drain(pub);
+        fan_publisher_drain(pub);
     }
-    uint64_t t_stop = now_ns();
+    uint64_t t_stop = fan_now_ns();
     uint64_t d_stop = r->delivered;
     uint64_t drain_until = t_stop + (uint64_t)DRAIN_MS * 1000000ull;
-    while (r->delivered < pub->sent * n && now_ns() < drain_until) {
+    while (r->delivered < pub->sent * n && fan_now_ns() < drain_until) {
         test_fleet_poll_raw(fl, 10, raw, r);
-        publisher_drain(pub);
+        fan_publisher_drain(pub);
     }
     double rate = (double)(d_stop - d_warm) * 1e9 / (double)(t_stop - t_warm_real);
     bool is_complete = r->delivered == pub->sent * n && r->lost == 0 && r->other == 0 &&
@@ -428,7 +388,7 @@ static int throughput_loop(const opts_t *o, const char *name, test_fleet_t *fl, 
     return is_complete ? 0 : -1;
 }
 
-static test_herald_t *start_herald(const opts_t *o, const char *io_threads, int cpu)
+test_herald_t *fan_start_herald(const opts_t *o, const char *io_threads, int cpu)
 {
     char maxc[32];
     snprintf(maxc, sizeof(maxc), "%zu", o->subs + 100);
@@ -456,7 +416,7 @@ static test_herald_t *start_herald(const opts_t *o, const char *io_threads, int 
 }
 
 /* Connects, authenticates and subscribes the fleet to herald's "fan"; sets r->next and r->fl. */
-static test_fleet_t *herald_fleet(const opts_t *o, const test_herald_t *h, run_t *r)
+test_fleet_t *fan_herald_fleet(const opts_t *o, const test_herald_t *h, run_t *r)
 {
     test_fleet_t *fl = NULL;
     if (test_fleet_new(&fl, o->subs) != 0)
@@ -480,18 +440,18 @@ static test_fleet_t *herald_fleet(const opts_t *o, const test_herald_t *h, run_t
 
 static int run_herald_throughput(const opts_t *o)
 {
-    test_herald_t *h = start_herald(o, "1", 0);
+    test_herald_t *h = fan_start_herald(o, "1", 0);
     if (!h)
         return -1;
     run_t r = {.n = o->subs, .payload = o->payload, .next = calloc(o->subs, sizeof(uint64_t))};
-    test_fleet_t *fl = herald_fleet(o, h, &r);
+    test_fleet_t *fl = fan_herald_fleet(o, h, &r);
     test_client_t c = {.fd = -1};
     int rc = fl ? test_client_auth(&c, h->port, "pub", 10000) : -1;
     int fd = c.fd;
     if (rc == 0) {
         publisher_t pub;
-        publisher_init(&pub, fd, false, o->payload);
-        rc = throughput_loop(o, "herald (io_threads=1, CPU 0)", fl, &r, &pub, herald_raw);
+        fan_publisher_init(&pub, fd, false, o->payload);
+        rc = throughput_loop(o, "herald (io_threads=1, CPU 0)", fl, &r, &pub, fan_herald_raw);
         free(pub.buf);
     }
     test_client_close(&c);
@@ -537,7 +497,7 @@ static pid_t start_redis(const opts_t *o, uint16_t port, int cpu)
     }
     /* Wait until it answers PING (a benchmark may retry on a clock). */
     for (int tries = 0; tries < 200; tries++) {
-        int fd = connect_port(port);
+        int fd = fan_connect_port(port);
         if (fd >= 0) {
             char buf[16];
             if (send(fd, "PING\r\n", 6, 0) == 6 && recv(fd, buf, sizeof(buf), 0) > 0) {
@@ -555,7 +515,7 @@ static pid_t start_redis(const opts_t *o, uint16_t port, int cpu)
 
 /* Starts redis-server on a free port (see start_redis).
  * Returns: its pid; 0 when it is not installed (the caller skips); -1 when it did not start. */
-static pid_t redis_up(const opts_t *o, int cpu, uint16_t *port)
+pid_t fan_redis_up(const opts_t *o, int cpu, uint16_t *port)
 {
     if (access(o->redis, X_OK) != 0) {
         printf("redis: %s not found, skipped\n", o->redis);
@@ -568,7 +528,7 @@ static pid_t redis_up(const opts_t *o, int cpu, uint16_t *port)
     return pid;
 }
 
-static int redis_down(pid_t pid)
+int fan_redis_down(pid_t pid)
 {
     int st = 0;
     kill(pid, SIGTERM);
@@ -578,7 +538,7 @@ static int redis_down(pid_t pid)
 
 /* Connects the fleet to redis-server and subscribes every connection to "fan", with kernel
  * receive stamps in latency mode as for herald; waits for every confirmation. */
-static test_fleet_t *redis_fleet(const opts_t *o, uint16_t port, run_t *r)
+test_fleet_t *fan_redis_fleet(const opts_t *o, uint16_t port, run_t *r)
 {
     test_fleet_t *fl = NULL;
     if (test_fleet_new(&fl, o->subs) != 0)
@@ -588,9 +548,9 @@ static test_fleet_t *redis_fleet(const opts_t *o, uint16_t port, run_t *r)
     int rc = test_fleet_open(fl, port, 256, SETUP_MS);
     for (size_t i = 0; rc == 0 && i < o->subs; i++)
         rc = test_fleet_send_raw(fl, i, redis_subscribe, sizeof(redis_subscribe) - 1);
-    uint64_t until = now_ns() + (uint64_t)SETUP_MS * 1000000ull;
-    while (rc == 0 && r->ready < o->subs && now_ns() < until)
-        test_fleet_poll_raw(fl, 100, redis_raw, r);
+    uint64_t until = fan_now_ns() + (uint64_t)SETUP_MS * 1000000ull;
+    while (rc == 0 && r->ready < o->subs && fan_now_ns() < until)
+        test_fleet_poll_raw(fl, 100, fan_redis_raw, r);
     if (rc != 0 || r->ready != o->subs) {
         fprintf(stderr, "redis subscribers: %zu of %zu ready (%s)\n", r->ready, o->subs,
                 rc ? strerror(-rc) : "timed out");
@@ -604,7 +564,7 @@ static test_fleet_t *redis_fleet(const opts_t *o, uint16_t port, run_t *r)
 static int run_redis_throughput(const opts_t *o)
 {
     uint16_t port = 0;
-    pid_t pid = redis_up(o, 0, &port);
+    pid_t pid = fan_redis_up(o, 0, &port);
     if (pid <= 0)
         return pid;
     run_t r = {.n = o->subs,
@@ -612,204 +572,21 @@ static int run_redis_throughput(const opts_t *o)
                .is_redis = true,
                .next = calloc(o->subs, sizeof(uint64_t)),
                .is_ready = calloc(o->subs, 1)};
-    test_fleet_t *fl = redis_fleet(o, port, &r);
-    int fd = fl ? connect_port(port) : -1;
+    test_fleet_t *fl = fan_redis_fleet(o, port, &r);
+    int fd = fl ? fan_connect_port(port) : -1;
     int rc = -1;
     if (fd >= 0) {
         publisher_t pub;
-        publisher_init(&pub, fd, true, o->payload);
-        rc = throughput_loop(o, "redis-server (CPU 0)", fl, &r, &pub, redis_raw);
+        fan_publisher_init(&pub, fd, true, o->payload);
+        rc = throughput_loop(o, "redis-server (CPU 0)", fl, &r, &pub, fan_redis_raw);
         free(pub.buf);
         close(fd);
     }
     test_fleet_free(fl);
-    redis_down(pid);
+    fan_redis_down(pid);
     free(r.next);
     free(r.is_ready);
     return rc;
-}
-
-/* --- latency ------------------------------------------------------------------------------ */
-
-/* herald's own view: the upper bound (seconds) of the bucket of
- * herald_publish_to_flush_seconds holding the 99th percentile, or -1. */
-static double herald_p99_flush(uint16_t admin_port)
-{
-    static const char *const hdrs[] = {"X-Api-Key: " API_KEY, NULL};
-    static const char fam[] = "herald_publish_to_flush_seconds_bucket{le=\"";
-    test_http_resp_t r;
-    if (test_http_request(admin_port, "GET", "/metrics", hdrs, NULL, 0, 30000, &r) != 0)
-        return -1;
-    double les[64];
-    double counts[64];
-    size_t n = 0;
-    for (char *line = strtok(r.body, "\n"); line && n < 64; line = strtok(NULL, "\n")) {
-        if (strncmp(line, fam, sizeof(fam) - 1) != 0)
-            continue;
-        char *le = line + sizeof(fam) - 1;
-        les[n] = strncmp(le, "+Inf", 4) == 0 ? 1e9 : strtod(le, NULL);
-        counts[n++] = strtod(strrchr(line, ' ') + 1, NULL);
-    }
-    test_http_resp_free(&r);
-    for (size_t i = 0; n > 0 && i < n; i++)
-        if (counts[i] >= 0.99 * counts[n - 1])
-            return les[i];
-    return -1;
-}
-
-/* Publishes o->rate stamped messages a second for o->latency_seconds, then gives the last
- * ones up to 10 s to arrive. The same loop drives herald and Redis.
- * Returns: the number of messages sent; -1 when a send failed. */
-static int64_t latency_measure(const opts_t *o, test_fleet_t *fl, run_t *r, publisher_t *pub,
-                               test_fleet_raw_cb raw)
-{
-    uint64_t period = 1000000000ull / (uint64_t)o->rate;
-    uint64_t msgs = (uint64_t)o->rate * (uint64_t)o->latency_seconds;
-    uint64_t next_send = now_ns();
-    uint64_t deadline = 0;
-    for (;;) {
-        uint64_t t = now_ns();
-        int wait_ms = 10;
-        if (pub->sent < msgs) {
-            if (t >= next_send) {
-                if (publish(pub, wall_ns()) < 0)
-                    return -1;
-                next_send += period;
-                deadline = t + 10000000000ull;
-            }
-            wait_ms = next_send > t ? (int)((next_send - t) / 1000000) : 0;
-        } else if (r->delivered >= msgs * r->n || t > deadline) {
-            break;
-        }
-        test_fleet_poll_raw(fl, wait_ms, raw, r);
-        publisher_drain(pub);
-    }
-    return (int64_t)pub->sent;
-}
-
-/* latency_measure at --fleet-nice. */
-static int64_t latency_loop(const opts_t *o, test_fleet_t *fl, run_t *r, publisher_t *pub,
-                            test_fleet_raw_cb raw)
-{
-    /* Linux keeps nice per thread: who 0 is this thread only, not the server processes. */
-    errno = 0;
-    int old_nice = getpriority(PRIO_PROCESS, 0);
-    if (o->fleet_nice != 0 && setpriority(PRIO_PROCESS, 0, o->fleet_nice) < 0)
-        fprintf(stderr, "bench_gw_fanout: --fleet-nice %d: %s\n", o->fleet_nice, strerror(errno));
-    int64_t sent = latency_measure(o, fl, r, pub, raw);
-    /* Raising the priority back needs CAP_SYS_NICE; without it the next server started
-     * inherits the fleet's nice value, and the warning says so. */
-    if (o->fleet_nice != 0 && setpriority(PRIO_PROCESS, 0, old_nice) < 0)
-        fprintf(stderr,
-                "bench_gw_fanout: cannot restore nice %d (%s): a server started "
-                "later runs at nice %d\n",
-                old_nice, strerror(errno), o->fleet_nice);
-    return sent;
-}
-
-static void print_hist_ms(const char *what, const nl_hist_t *h)
-{
-    nl_hist_summary_t s;
-    nl_hist_summarize(h, &s);
-    printf("  %-44s p50 %7.2f ms  p99 %7.2f ms  p99.9 %7.2f ms  max %7.2f ms\n", what,
-           (double)s.p50 / 1000.0, (double)s.p99 / 1000.0, (double)s.p999 / 1000.0,
-           (double)s.max / 1000.0);
-}
-
-/* Prints one server's latency block. Returns: 0 when every subscriber got every message in
- * order (zero loss), -1 otherwise. */
-static int print_latency(const opts_t *o, const char *name, const run_t *r, uint64_t sent)
-{
-    uint64_t want = sent * r->n;
-    bool is_complete = r->delivered == want && r->lost == 0 && r->other == 0 &&
-                       test_fleet_open_count(r->fl) == r->n;
-    printf("latency (%s, fleet at nice %d): %d broadcasts/s x %zu subscribers, %zu-byte "
-           "payload, %d s, target p99 < 40 ms; loss check: %s (delivered %llu of %llu, out of "
-           "sequence %llu, other %llu)\n",
-           name, o->fleet_nice, o->rate, r->n, o->payload, o->latency_seconds,
-           is_complete ? "zero loss" : "FAILED", (unsigned long long)r->delivered,
-           (unsigned long long)want, (unsigned long long)r->lost, (unsigned long long)r->other);
-    print_hist_ms("publish to arrival in the client socket", r->arrive_us);
-    print_hist_ms("publish to processed by the (1-thread) fleet", r->lat_us);
-    if (r->unstamped)
-        printf("  %llu deliveries had no kernel receive stamp (not in the arrival figure)\n",
-               (unsigned long long)r->unstamped);
-    return is_complete ? 0 : -1;
-}
-
-static int run_herald_latency(const opts_t *o)
-{
-    test_herald_t *h = start_herald(o, "2", -1);
-    if (!h)
-        return -1;
-    nl_hist_t lat;
-    nl_hist_t arrive;
-    nl_hist_init(&lat);
-    nl_hist_init(&arrive);
-    run_t r = {.n = o->subs,
-               .payload = o->payload,
-               .next = calloc(o->subs, sizeof(uint64_t)),
-               .lat_us = &lat,
-               .arrive_us = &arrive};
-    test_fleet_t *fl = herald_fleet(o, h, &r);
-    test_client_t c = {.fd = -1};
-    int rc = fl ? test_client_auth(&c, h->port, "pub", 10000) : -1;
-    if (rc == 0) {
-        publisher_t pub;
-        publisher_init(&pub, c.fd, false, o->payload);
-        int64_t sent = latency_loop(o, fl, &r, &pub, herald_raw);
-        rc = sent < 0 ? -1
-                      : print_latency(o,
-                                      o->is_pin_io ? "herald io_threads=2, pin_io_threads"
-                                                   : "herald io_threads=2, unpinned",
-                                      &r, (uint64_t)sent);
-        printf("  herald's own publish-to-flush p99 <= %.1f ms\n",
-               herald_p99_flush(h->admin_port) * 1000.0);
-        free(pub.buf);
-    }
-    test_client_close(&c);
-    test_fleet_free(fl);
-    free(r.next);
-    int st = test_herald_stop(h, 0);
-    return rc == 0 && st == 0 ? 0 : -1;
-}
-
-/* The same measurement against redis-server: same fleet (kernel stamps on), subscribers,
- * rate, payload and duration; PUBLISH from one plain connection. */
-static int run_redis_latency(const opts_t *o)
-{
-    uint16_t port = 0;
-    pid_t pid = redis_up(o, -1, &port);
-    if (pid <= 0)
-        return pid;
-    nl_hist_t lat;
-    nl_hist_t arrive;
-    nl_hist_init(&lat);
-    nl_hist_init(&arrive);
-    run_t r = {.n = o->subs,
-               .payload = o->payload,
-               .is_redis = true,
-               .next = calloc(o->subs, sizeof(uint64_t)),
-               .is_ready = calloc(o->subs, 1),
-               .lat_us = &lat,
-               .arrive_us = &arrive};
-    test_fleet_t *fl = redis_fleet(o, port, &r);
-    int fd = fl ? connect_port(port) : -1;
-    int rc = -1;
-    if (fd >= 0) {
-        publisher_t pub;
-        publisher_init(&pub, fd, true, o->payload);
-        int64_t sent = latency_loop(o, fl, &r, &pub, redis_raw);
-        if (sent >= 0)
-            rc = print_latency(o, "redis-server single-threaded, unpinned", &r, (uint64_t)sent);
-        free(pub.buf);
-        close(fd);
-    }
-    test_fleet_free(fl);
-    int st = redis_down(pid);
-    free(r.next);
-    free(r.is_ready);
-    return rc == 0 && st == 0 ? 0 : -1;
 }
 
 static void parse_opts(int argc, char **argv, opts_t *o)
@@ -908,8 +685,8 @@ int main(int argc, char **argv)
     if (is_latency || strcmp(o.mode, "latency-redis") == 0) {
         unpin_self();
         if (is_latency)
-            failed += run_herald_latency(&o) != 0;
-        failed += run_redis_latency(&o) != 0;
+            failed += fan_run_herald_latency(&o) != 0;
+        failed += fan_run_redis_latency(&o) != 0;
     }
     return failed ? 1 : 0;
 }

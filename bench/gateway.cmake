@@ -12,7 +12,9 @@ set(GW_BENCH_SUPPORT
     ${PROJECT_SOURCE_DIR}/tests/herald_fleet.c)
 foreach(b bench_gw_idle bench_gw_fanout)
     if(EXISTS ${CMAKE_CURRENT_LIST_DIR}/${b}.c)
-        add_executable(${b} ${CMAKE_CURRENT_LIST_DIR}/${b}.c ${GW_BENCH_SUPPORT})
+        # A program split over files keeps its parts as <name>_*.c next to <name>.c.
+        file(GLOB parts ${CMAKE_CURRENT_LIST_DIR}/${b}_*.c)
+        add_executable(${b} ${CMAKE_CURRENT_LIST_DIR}/${b}.c ${parts} ${GW_BENCH_SUPPORT})
         target_include_directories(${b} PRIVATE ${PROJECT_SOURCE_DIR}/tests)
         target_compile_definitions(${b} PRIVATE HERALD_BIN="$<TARGET_FILE:herald>")
         target_link_libraries(${b} PRIVATE herald_build proto netlib gateway_core

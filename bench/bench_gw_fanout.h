@@ -1,0 +1,92 @@
+/*
+ * bench_gw_fanout.h: what bench_gw_fanout.c (setup, wire parsing, publishers, throughput,
+ * options) shares with bench_gw_fanout_latency.c (the light-load latency modes). A benchmark
+ * program's own header, not a library interface.
+ */
+#ifndef HERALD_BENCH_GW_FANOUT_H
+#define HERALD_BENCH_GW_FANOUT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "herald_client.h"
+#include "herald_harness.h"
+#include "netlib/nl_hist.h"
+
+#define API_KEY "bench-fanout-key"
+
+typedef struct opts_s {
+    char mode[16];
+    size_t subs;
+    size_t payload;
+    int seconds;
+    uint64_t window;
+    int rate;
+    int fleet_nice; /* latency modes: this thread's nice value while measuring */
+    bool is_pin_io; /* latency modes: herald's two IO loops pinned, one per CPU */
+    int latency_seconds;
+    char redis[256];
+} opts_t;
+
+/* The run's shared state: per-subscriber expectations and the counters. */
+typedef struct run_s {
+    size_t n;
+    size_t payload;
+    bool is_redis;
+    uint64_t *next;    /* herald: next offset expected; redis: next sequence number */
+    uint8_t *is_ready; /* redis: subscribe confirmation seen */
+    size_t ready;
+    uint64_t delivered;
+    uint64_t lost;        /* out-of-sequence deliveries */
+    uint64_t other;       /* frames that were neither Push nor Pong (herald), or malformed */
+    uint64_t unstamped;   /* latency mode: deliveries read without a kernel receive stamp */
+    nl_hist_t *lat_us;    /* latency mode: publish to processed by the fleet, microseconds */
+    nl_hist_t *arrive_us; /* latency mode: publish to arrival in the socket (kernel stamp) */
+    test_fleet_t *fl;     /* latency mode: where the arrival stamps come from */
+} run_t;
+
+typedef struct publisher_s {
+    int fd;
+    bool is_redis;
+    char *buf; /* one encoded request, rewritten per message */
+    size_t len;
+    size_t payload_at;
+    uint64_t sent;
+} publisher_t;
+
+/* CLOCK_MONOTONIC and CLOCK_REALTIME now, in ns (payload stamps use the second: the kernel's
+ * receive timestamps do). */
+uint64_t fan_now_ns(void);
+uint64_t fan_wall_ns(void);
+
+/* The fleet's raw callbacks: parse herald Pushes or Redis messages in place, check order,
+ * count, and in latency mode record both latencies. arg is the run_t. */
+size_t fan_herald_raw(test_fleet_t *fl, size_t i, const char *data, size_t len, void *arg);
+size_t fan_redis_raw(test_fleet_t *fl, size_t i, const char *data, size_t len, void *arg);
+
+/* One publisher connection: the request is encoded once and patched per message. */
+void fan_publisher_init(publisher_t *p, int fd, bool is_redis, size_t payload);
+/* Sends one message carrying value (a send time or a sequence number). Returns 0 or -1. */
+int fan_publish(publisher_t *p, uint64_t value);
+/* Reads and discards what the server answered the publisher. */
+void fan_publisher_drain(publisher_t *p);
+/* A blocking loopback connection to port, or -1. */
+int fan_connect_port(uint16_t port);
+
+/* herald with the benchmark's settings, io_threads loops, pinned to cpu (-1: not). */
+test_herald_t *fan_start_herald(const opts_t *o, const char *io_threads, int cpu);
+/* The subscriber fleet on herald's "fan", connected, authenticated and subscribed. */
+test_fleet_t *fan_herald_fleet(const opts_t *o, const test_herald_t *h, run_t *r);
+/* redis-server on a free port (pinned to cpu unless -1): its pid, or <= 0. */
+pid_t fan_redis_up(const opts_t *o, int cpu, uint16_t *port);
+int fan_redis_down(pid_t pid);
+/* The subscriber fleet SUBSCRIBEd to Redis's "fan". */
+test_fleet_t *fan_redis_fleet(const opts_t *o, uint16_t port, run_t *r);
+
+/* bench_gw_fanout_latency.c: the latency modes. Return 0, or -1 on loss or failure. */
+int fan_run_herald_latency(const opts_t *o);
+int fan_run_redis_latency(const opts_t *o);
+
+#endif
