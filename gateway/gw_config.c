@@ -59,7 +59,7 @@ static const setting_t settings[] = {
     {"server", "port", "listen_port", NULL, T_U16, OFF(listen_port), 0, 0, 65535, false,
      "client listener port only (0: any free port)"},
     {"server", "io_threads", "io_threads", NULL, T_U32, OFF(io_threads), 0, 0, 256, false,
-     "IO loop threads (0: one per core)"},
+     "IO loop threads (0: one per CPU herald may run on)"},
     {"server", "pin_io_threads", "pin_io_threads", NULL, T_BOOL, OFF(is_pin_io_threads), 0, 0, 0,
      false, "pin IO loop i to the i-th CPU herald may run on"},
     {"server", "worker_threads", "worker_threads", NULL, T_U32, OFF(worker_threads), 0, 1, 256,

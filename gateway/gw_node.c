@@ -323,9 +323,15 @@ static int node_start_admin(gw_node_t *node)
     return 0;
 }
 
+/* io_threads, or 0 for one loop per CPU herald may run on: its affinity set, which a cpuset,
+ * a container's CPU list or taskset may make smaller than the machine. */
 static uint32_t node_loop_count(const gw_config_t *cfg)
 {
-    long n = cfg->io_threads ? (long)cfg->io_threads : sysconf(_SC_NPROCESSORS_ONLN);
+    cpu_set_t set;
+    long n = cfg->io_threads;
+    if (n == 0)
+        n = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set)
+                                                         : sysconf(_SC_NPROCESSORS_ONLN);
     if (n < 1)
         n = 1;
     if (n > GW_NODE_MAX_LOOPS)
@@ -401,7 +407,7 @@ int gw_node_new(gw_node_t **out, const gw_config_t *cfg)
                "msg=\"tokens are NOT verified: any client may connect as any user; demos and "
                "tests only\"");
     NL_LOG(NL_INFO, "listening", "port=%u admin_port=%u io_threads=%u pinned=%s engine=%s node=%s",
-           node->port, node->admin_port, node->n_loops, node->cfg.is_pin_io_threads ? "yes" : "no",
+           node->port, node->admin_port, node->n_loops, node_loop_cpu(node, 0) >= 0 ? "yes" : "no",
            node->engine->ops->name, node->node_id);
     atomic_store(&node->is_ready, true);
     *out = node;

@@ -8,6 +8,7 @@
  *
  * With --pin-io-threads each IO loop thread may run on exactly one CPU, the i-th of the CPUs
  * herald inherited (read back from /proc/<pid>/task/<tid>/status); without it, on all of them.
+ * --io-threads 0 starts one loop per CPU herald may run on: one when started on one CPU.
  *
  * "Nothing else arrived" is proven without waiting for silence: a Ping is answered after
  * everything queued before it, so a Pong with no frame kept ahead of it means nothing was.
@@ -157,6 +158,43 @@ static void thread_cpus(pid_t pid, const char *tid, cpu_set_t *set)
     fclose(f);
 }
 
+/* h's IO loop threads (comm herald-io<i>): up to max of them, each as its loop index and its
+ * tid (a /proc/<pid>/task entry). Returns how many there are. */
+typedef struct loop_thread_s {
+    int loop;
+    char tid[24];
+} loop_thread_t;
+
+static int loop_threads(const test_herald_t *h, loop_thread_t *out, int max)
+{
+    char dir[64];
+    snprintf(dir, sizeof(dir), "/proc/%d/task", (int)h->pid);
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        char path[352];
+        char comm[32] = "";
+        if (e->d_name[0] == '.' || strlen(e->d_name) >= sizeof(out->tid))
+            continue;
+        snprintf(path, sizeof(path), "%s/%s/comm", dir, e->d_name);
+        FILE *f = fopen(path, "r");
+        bool is_loop = f && fgets(comm, sizeof(comm), f) && strncmp(comm, "herald-io", 9) == 0;
+        if (f)
+            fclose(f);
+        if (!is_loop)
+            continue;
+        if (n < max) {
+            out[n].loop = atoi(comm + 9);
+            snprintf(out[n].tid, sizeof(out[n].tid), "%s", e->d_name);
+        }
+        n++;
+    }
+    closedir(d);
+    return n;
+}
+
 /* Checks every herald-io<i> thread of h: pinned to the i-th CPU of this process's affinity
  * set (which herald inherited), or allowed all of that set. Returns the loop threads seen. */
 static int check_loop_affinity(const test_herald_t *h, bool is_pinned)
@@ -168,39 +206,20 @@ static int check_loop_affinity(const test_herald_t *h, bool is_pinned)
     for (int c = 0; c < CPU_SETSIZE; c++)
         if (CPU_ISSET(c, &mine))
             cpus[n_cpus++] = c;
-    char dir[64];
-    snprintf(dir, sizeof(dir), "/proc/%d/task", (int)h->pid);
-    DIR *d = opendir(dir);
-    assert_non_null(d);
-    int seen = 0;
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL) {
-        if (e->d_name[0] == '.')
-            continue;
-        char path[352];
-        char comm[32] = "";
-        snprintf(path, sizeof(path), "%s/%s/comm", dir, e->d_name);
-        FILE *f = fopen(path, "r");
-        if (!f || !fgets(comm, sizeof(comm), f) || strncmp(comm, "herald-io", 9) != 0) {
-            if (f)
-                fclose(f);
-            continue;
-        }
-        fclose(f);
-        int loop = atoi(comm + 9);
+    loop_thread_t ts[64];
+    int n = loop_threads(h, ts, 64);
+    assert_true(n <= 64);
+    for (int i = 0; i < n; i++) {
         cpu_set_t got;
-        thread_cpus(h->pid, e->d_name, &got);
-        if (is_pinned) {
-            if (CPU_COUNT(&got) != 1 || !CPU_ISSET(cpus[loop % n_cpus], &got))
-                fail_msg("herald-io%d may run on %d CPUs, not only CPU %d", loop, CPU_COUNT(&got),
-                         cpus[loop % n_cpus]);
-        } else if (!CPU_EQUAL(&got, &mine)) {
-            fail_msg("herald-io%d is pinned though pin_io_threads is off", loop);
-        }
-        seen++;
+        thread_cpus(h->pid, ts[i].tid, &got);
+        int want = cpus[ts[i].loop % n_cpus];
+        if (is_pinned && (CPU_COUNT(&got) != 1 || !CPU_ISSET(want, &got)))
+            fail_msg("herald-io%d may run on %d CPUs, not only CPU %d", ts[i].loop, CPU_COUNT(&got),
+                     want);
+        if (!is_pinned && !CPU_EQUAL(&got, &mine))
+            fail_msg("herald-io%d is pinned though pin_io_threads is off", ts[i].loop);
     }
-    closedir(d);
-    return seen;
+    return n;
 }
 
 static void test_gw_pubsub_pinned_loops(void **state)
@@ -227,6 +246,23 @@ static void test_gw_pubsub_pinned_loops(void **state)
 
     h = start(state);
     assert_int_equal(check_loop_affinity(h, false), atoi(N_LOOPS));
+    gw_stop(state);
+}
+
+/* io_threads 0 means one loop per CPU herald may run on, not per CPU of the machine: started
+ * on one CPU (as under taskset or a one-CPU cpuset), herald runs one loop. */
+static void test_gw_pubsub_loops_follow_affinity(void **state)
+{
+    const char *args[] = {"--secret", GW_SECRET, "--io-threads", "0", "--api-key",
+                          GW_API_KEY, NULL};
+    cpu_set_t mine;
+    assert_int_equal(sched_getaffinity(0, sizeof(mine), &mine), 0);
+    int first = 0;
+    while (!CPU_ISSET(first, &mine))
+        first++;
+    test_herald_t *h = gw_start_opts(state, &(test_herald_opts_t){.args = args, .cpu = first});
+    loop_thread_t ts[4];
+    assert_int_equal(loop_threads(h, ts, 4), 1);
     gw_stop(state);
 }
 
@@ -341,6 +377,7 @@ int main(void)
         cmocka_unit_test_teardown(test_gw_pubsub_across_loops, gw_teardown),
         cmocka_unit_test_teardown(test_gw_pubsub_channels_isolated, gw_teardown),
         cmocka_unit_test_teardown(test_gw_pubsub_pinned_loops, gw_teardown),
+        cmocka_unit_test_teardown(test_gw_pubsub_loops_follow_affinity, gw_teardown),
         cmocka_unit_test_teardown(test_gw_pubsub_pipelined_burst, gw_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
