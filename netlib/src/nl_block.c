@@ -68,3 +68,8 @@ size_t nl_block_len(const nl_block_t *b)
 {
     return b->len;
 }
+
+size_t nl_block_refs(const nl_block_t *b)
+{
+    return atomic_load_explicit(&b->refs, memory_order_relaxed);
+}

@@ -39,4 +39,8 @@ void nl_block_unref_n(nl_block_t *b, size_t n);
 uint8_t *nl_block_data(nl_block_t *b);
 size_t nl_block_len(const nl_block_t *b);
 
+/* The references held now: for tests and assertions. Another thread's ref or unref may change
+ * it at once. Thread: any. */
+size_t nl_block_refs(const nl_block_t *b);
+
 #endif
