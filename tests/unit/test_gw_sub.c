@@ -2,7 +2,8 @@
  * test_gw_sub: the per-loop subscription index: join on the first subscriber, SubscribeOk
  * answered once the engine replies, leave on the last, a JOINING entry that empties before its
  * answer, a failed join, O(1) removal with position fix-ups, inline-to-heap growth, and table
- * growth and shrinkage over many channels.
+ * growth and shrinkage over many channels; and the epoch's wire form (gw_engine_epoch_str),
+ * which SubscribeOk and every Push carry, against printf's %016x.
  *
  * The engine is a recorder: join/leave calls and joined answers land in arrays the tests check.
  */
@@ -17,6 +18,7 @@
 
 #include <cmocka.h>
 
+#include "gw_engine.h"
 #include "gw_sub.h"
 
 #define MAX_CALLS 16384
@@ -302,6 +304,21 @@ static void test_gw_sub_table_grows_and_shrinks(void **state)
     free(sets);
 }
 
+static void test_gw_engine_epoch_str(void **state)
+{
+    (void)state;
+    const uint64_t epochs[] = {
+        0, 1, 0xf, 0x10, 0xabcdef, 0x8000000000000000u, 0x0123456789abcdefu, UINT64_MAX};
+    for (size_t i = 0; i < sizeof(epochs) / sizeof(epochs[0]); i++) {
+        char got[17];
+        char want[17];
+        memset(got, 'x', sizeof(got));
+        gw_engine_epoch_str(epochs[i], got);
+        snprintf(want, sizeof(want), "%016llx", (unsigned long long)epochs[i]);
+        assert_string_equal(got, want);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -313,6 +330,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_gw_sub_failed_join_undoes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_gw_sub_swap_remove_keeps_positions, setup, teardown),
         cmocka_unit_test_setup_teardown(test_gw_sub_table_grows_and_shrinks, setup, teardown),
+        cmocka_unit_test(test_gw_engine_epoch_str),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
