@@ -379,22 +379,46 @@ void gw_session_process(gw_loop_t *lp, gw_session_t *s, nl_buf_t *in)
         nl_buf_retrieve_all(in);
 }
 
+/* The wheel runs on the loop's monotonic clock and exp is wall-clock time, so exp is carried
+ * over as "this many ms from now". The flag lets gw_session_on_deadline tell an expiry from
+ * idleness. */
+uint64_t gw_session_deadline_ms(gw_loop_t *lp, gw_session_t *s, uint64_t wall_ms)
+{
+    uint64_t now_ms = session_now_ms(lp);
+    uint64_t idle_ms = now_ms + lp->node->cfg.idle_timeout_ms;
+    s->flags &= (uint8_t)~GW_SESSION_DEADLINE_EXP;
+    if (s->exp_s == 0)
+        return idle_ms;
+    uint64_t exp_wall_ms = (uint64_t)s->exp_s * 1000u;
+    uint64_t exp_ms = now_ms + (exp_wall_ms > wall_ms ? exp_wall_ms - wall_ms : 0);
+    if (exp_ms >= idle_ms)
+        return idle_ms;
+    s->flags |= GW_SESSION_DEADLINE_EXP;
+    return exp_ms;
+}
+
+/* Ends s with Disconnect{TOKEN_EXPIRED}. */
+static void session_expire(gw_loop_t *lp, gw_session_t *s)
+{
+    gw_session_begin_close(lp, s, GW_CLOSE_TOKEN_EXPIRED, HERALD__DISCONNECT__CODE__TOKEN_EXPIRED,
+                           "token expired", true);
+}
+
 static void session_on_message(nl_conn_t *c, nl_buf_t *in)
 {
     gw_session_t *s = nl_conn_data(c);
     gw_loop_t *lp = gw_loop_current();
     if (s->state == GW_SESSION_AUTHENTICATED) {
-        /* A session lives as long as its token: checked on input, so at the latest at the
-         * client's next ping (or the idle timeout closes it). */
-        if (s->exp_s && nl_wall_ms() / 1000 >= s->exp_s) {
+        /* A session lives as long as its token: the wheel fires at exp for a client that
+         * only listens, and input after exp ends it here at once. */
+        uint64_t wall_ms = s->exp_s ? nl_wall_ms() : 0;
+        if (s->exp_s && wall_ms / 1000 >= s->exp_s) {
             nl_buf_retrieve_all(in);
-            gw_session_begin_close(lp, s, GW_CLOSE_TOKEN_EXPIRED,
-                                   HERALD__DISCONNECT__CODE__TOKEN_EXPIRED, "token expired", true);
+            session_expire(lp, s);
             return;
         }
         /* Any input is activity: one store (the wheel re-files lazily). */
-        gw_heartbeat_touch(&lp->hb, &s->deadline,
-                           session_now_ms(lp) + lp->node->cfg.idle_timeout_ms);
+        gw_heartbeat_touch(&lp->hb, &s->deadline, gw_session_deadline_ms(lp, s, wall_ms));
     }
     if (s->state == GW_SESSION_AUTHENTICATING)
         return; /* reading is paused; these bytes wait for the verdict */
@@ -461,8 +485,15 @@ void gw_session_on_deadline(nl_wheel_entry_t *e, void *arg)
                                HERALD__DISCONNECT__CODE__IDLE_TIMEOUT, "handshake timeout", false);
         break;
     case GW_SESSION_AUTHENTICATED:
-        gw_session_begin_close(lp, s, GW_CLOSE_IDLE_TIMEOUT, HERALD__DISCONNECT__CODE__IDLE_TIMEOUT,
-                               "idle timeout", true);
+        if (!(s->flags & GW_SESSION_DEADLINE_EXP)) {
+            gw_session_begin_close(lp, s, GW_CLOSE_IDLE_TIMEOUT,
+                                   HERALD__DISCONNECT__CODE__IDLE_TIMEOUT, "idle timeout", true);
+        } else if (nl_wall_ms() / 1000 >= s->exp_s) {
+            session_expire(lp, s);
+        } else {
+            /* The wall clock was set back since the deadline was taken: wait for exp anew. */
+            gw_heartbeat_set(&lp->hb, &s->deadline, gw_session_deadline_ms(lp, s, nl_wall_ms()));
+        }
         break;
     default:
         nl_conn_close(s->conn, -ETIMEDOUT);

@@ -136,7 +136,7 @@ static gw_session_t *auth_accept(gw_loop_t *lp, gw_session_t *s, uint64_t id, co
     s->rl_ms = (uint32_t)now_ms;
     lp->stats.authenticated++;
     lp->stats.auth_ok++;
-    gw_heartbeat_set(&lp->hb, &s->deadline, now_ms + cfg->idle_timeout_ms);
+    gw_heartbeat_set(&lp->hb, &s->deadline, gw_session_deadline_ms(lp, s, nl_wall_ms()));
     auth_send_connect_ok(lp, s, id);
     return s;
 }

@@ -35,6 +35,7 @@ typedef enum gw_session_state_e {
 #define GW_SESSION_IS_AUTHED 0x01u    /* counted in stats.authenticated */
 #define GW_SESSION_ALL_CHANNELS 0x02u /* insecure mode: every channel allowed */
 #define GW_SESSION_IS_DROPPING 0x04u  /* slow consumer, dropping Pushes (logged once) */
+#define GW_SESSION_DEADLINE_EXP 0x08u /* the wheel deadline is the token's exp, not idleness */
 
 /*
  * The size of a session before Connect. It is reallocated at Connect to hold the user id and
@@ -87,6 +88,11 @@ void gw_session_error(gw_loop_t *lp, gw_session_t *s, uint64_t id, gw_proto_err_
  * GW_SESSION_LINGER_MS for the client to hang up. reason goes to the closes metric. */
 void gw_session_begin_close(gw_loop_t *lp, gw_session_t *s, gw_close_reason_t reason,
                             Herald__Disconnect__Code code, const char *text, bool reconnect);
+
+/* An authenticated session's next wheel deadline (loop ms): the idle timeout from now or the
+ * token's exp, whichever is first, given the wall clock wall_ms (read only when s->exp_s is
+ * set; 0 otherwise). Sets or clears GW_SESSION_DEADLINE_EXP to say which. */
+uint64_t gw_session_deadline_ms(gw_loop_t *lp, gw_session_t *s, uint64_t wall_ms);
 
 /* Decodes and handles every complete frame in in (stops while AUTHENTICATING). */
 void gw_session_process(gw_loop_t *lp, gw_session_t *s, nl_buf_t *in);
