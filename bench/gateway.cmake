@@ -22,3 +22,7 @@ foreach(b bench_gw_idle bench_gw_fanout)
         add_dependencies(${b} herald)
     endif()
 endforeach()
+
+# The channel table's lookup cost at up to a million channels (gw_chantab.c's slot tags).
+add_executable(bench_chantab ${CMAKE_CURRENT_LIST_DIR}/bench_chantab.c)
+target_link_libraries(bench_chantab PRIVATE herald_build gateway_core)

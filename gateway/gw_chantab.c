@@ -5,6 +5,11 @@
  * at 100k personal channels per loop that is the same memory as the pointer array here, with
  * worse locality. Linear probing with backward-shift deletion keeps lookups short without
  * tombstones, so a table that churns (connections come and go) never degrades.
+ *
+ * Tags: at 3/4 load a hit takes about 2.5 probes and a miss about 7, and each probe that reads
+ * its key is a cache miss once the keys outgrow the cache. A slot carries 7 bits of its key's
+ * hash beside the address (gw_chantab.h), so only a probe whose tag matches reads the key:
+ * one read per hit and almost none per miss, in the same 8 bytes a slot always took.
  */
 #include "gw_chantab.h"
 
@@ -14,6 +19,22 @@
 #include <string.h>
 
 #define CHANTAB_MIN_SLOTS 16
+
+/* The tag bits a key with this hash carries in its slot (none where tags are off). */
+static inline uintptr_t chantab_tag(uint32_t hash)
+{
+#ifdef GW_CHANTAB_TAG_SHIFT
+    return (uintptr_t)(hash >> 25) << GW_CHANTAB_TAG_SHIFT;
+#else
+    (void)hash;
+    return 0;
+#endif
+}
+
+static inline gw_chankey_t *slot_key(uintptr_t v)
+{
+    return (gw_chankey_t *)(v & GW_CHANTAB_PTR_MASK);
+}
 
 uint32_t gw_chantab_hash(const char *name, size_t len)
 {
@@ -43,17 +64,18 @@ void gw_chantab_deinit(gw_chantab_t *t)
     t->count = 0;
 }
 
-static void chantab_place(gw_chankey_t **slots, uint32_t mask, gw_chankey_t *k)
+/* Files slot value v (a tagged address) at the first free slot from its key's home. */
+static void chantab_place(uintptr_t *slots, uint32_t mask, uintptr_t v)
 {
-    uint32_t i = k->hash & mask;
+    uint32_t i = slot_key(v)->hash & mask;
     while (slots[i])
         i = (i + 1) & mask;
-    slots[i] = k;
+    slots[i] = v;
 }
 
 static int chantab_resize(gw_chantab_t *t, uint32_t n)
 {
-    gw_chankey_t **slots = calloc(n, sizeof(*slots));
+    uintptr_t *slots = calloc(n, sizeof(*slots));
     if (!slots)
         return -ENOMEM;
     for (uint32_t i = 0; i <= t->mask; i++)
@@ -67,10 +89,15 @@ static int chantab_resize(gw_chantab_t *t, uint32_t n)
 
 gw_chankey_t *gw_chantab_find(const gw_chantab_t *t, const char *name, size_t len, uint32_t hash)
 {
+    uintptr_t tag = chantab_tag(hash);
     uint32_t i = hash & t->mask;
-    for (gw_chankey_t *k; (k = t->slots[i]) != NULL; i = (i + 1) & t->mask)
+    for (uintptr_t v; (v = t->slots[i]) != 0; i = (i + 1) & t->mask) {
+        if ((v & ~GW_CHANTAB_PTR_MASK) != tag)
+            continue;
+        gw_chankey_t *k = slot_key(v);
         if (k->hash == hash && k->name_len == len && memcmp(k + 1, name, len) == 0)
             return k;
+    }
     return NULL;
 }
 
@@ -83,7 +110,10 @@ int gw_chantab_insert(gw_chantab_t *t, gw_chankey_t *k)
         if (err < 0)
             return err;
     }
-    chantab_place(t->slots, t->mask, k);
+    /* The address must leave the tag bits free; x86-64 user space guarantees it. */
+    if ((uintptr_t)k & ~GW_CHANTAB_PTR_MASK)
+        return -EINVAL;
+    chantab_place(t->slots, t->mask, (uintptr_t)k | chantab_tag(k->hash));
     t->count++;
     return 0;
 }
@@ -94,11 +124,11 @@ void gw_chantab_remove(gw_chantab_t *t, const gw_chankey_t *k)
 {
     uint32_t mask = t->mask;
     uint32_t i = k->hash & mask;
-    while (t->slots[i] != k)
+    while (slot_key(t->slots[i]) != k)
         i = (i + 1) & mask;
     uint32_t hole = i;
     for (uint32_t j = (hole + 1) & mask; t->slots[j]; j = (j + 1) & mask) {
-        uint32_t home = t->slots[j]->hash & mask;
+        uint32_t home = slot_key(t->slots[j])->hash & mask;
         /* Stays when its home lies cyclically in (hole, j]: the hole does not cut its path. */
         bool is_reachable = hole < j ? (home > hole && home <= j) : (home > hole || home <= j);
         if (!is_reachable) {
@@ -106,7 +136,7 @@ void gw_chantab_remove(gw_chantab_t *t, const gw_chankey_t *k)
             hole = j;
         }
     }
-    t->slots[hole] = NULL;
+    t->slots[hole] = 0;
     t->count--;
     if (mask + 1 > CHANTAB_MIN_SLOTS && (uint64_t)t->count * 8 < (uint64_t)mask + 1)
         (void)chantab_resize(t, (mask + 1) / 2); /* failing to shrink costs only memory */

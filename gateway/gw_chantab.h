@@ -26,8 +26,18 @@ typedef struct gw_chankey_s {
     uint16_t user;     /* spare bits for the object (gw_sub keeps its state here) */
 } gw_chankey_t;
 
+/* A slot holds a key's address, with 7 bits of its hash in the top bits where the platform
+ * leaves them free (x86-64: user addresses fit in 57 bits even with 5-level paging), so a
+ * probe can pass over another channel's slot without reading its key. 0: empty. */
+#if defined(__x86_64__)
+#define GW_CHANTAB_TAG_SHIFT 57
+#define GW_CHANTAB_PTR_MASK (((uintptr_t)1 << GW_CHANTAB_TAG_SHIFT) - 1)
+#else
+#define GW_CHANTAB_PTR_MASK UINTPTR_MAX /* no tag: every probe reads its key */
+#endif
+
 typedef struct gw_chantab_s {
-    gw_chankey_t **slots;
+    uintptr_t *slots; /* tagged key addresses, see above */
     uint32_t mask;
     uint32_t count;
 } gw_chantab_t;
@@ -60,7 +70,7 @@ void gw_chantab_remove(gw_chantab_t *t, const gw_chankey_t *k);
  * while walking. */
 static inline gw_chankey_t *gw_chantab_slot(const gw_chantab_t *t, uint32_t i)
 {
-    return t->slots[i];
+    return (gw_chankey_t *)(t->slots[i] & GW_CHANTAB_PTR_MASK);
 }
 
 #endif
