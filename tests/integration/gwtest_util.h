@@ -11,6 +11,7 @@
 #define HERALD_TESTS_GWTEST_UTIL_H
 
 #include <errno.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -128,6 +129,25 @@ static inline double gw_metric(const test_herald_t *h, const char *family, const
     }
     test_http_resp_free(&r);
     return sum;
+}
+
+/* Scrapes until the metric reads want, for a count that herald's loop updates on its own
+ * schedule after the test saw the cause (a close is counted when herald's side of the
+ * connection finishes, after the client saw the Disconnect and hung up): there is no event
+ * the test could await, so it watches the figure, 10 ms between scrapes, and fails the test
+ * if it does not get there within GW_WAIT_MS. */
+static inline void gw_metric_await(const test_herald_t *h, const char *family, const char *label,
+                                   double want)
+{
+    double got = 0;
+    for (int64_t until = test_now_ms() + GW_WAIT_MS;; poll(NULL, 0, 10)) {
+        got = gw_metric(h, family, label);
+        if (got == want || test_now_ms() >= until)
+            break;
+    }
+    if (got != want)
+        fail_msg("%s{%s} is %g after %d ms, want %g", family, label ? label : "", got, GW_WAIT_MS,
+                 want);
 }
 
 #endif

@@ -114,7 +114,7 @@ static void test_gw_auth_token_expires_in_session(void **state)
     if (closed_ms > exp_hi_ms + 3000)
         fail_msg("closed %lld ms after the token's exp", (long long)(closed_ms - exp_hi_ms));
     test_client_close(&c);
-    assert_true(gw_metric(h, "herald_closed_total", "token_expired") == 1);
+    gw_metric_await(h, "herald_closed_total", "token_expired", 1);
     assert_true(gw_metric(h, "herald_closed_total", "idle_timeout") == 0);
     gw_stop(state);
 }
@@ -133,7 +133,7 @@ static void test_gw_auth_long_token_idle_timeout(void **state)
     GW_OK(test_client_expect_close(&c, false, &code, NULL, GW_WAIT_MS), &c);
     assert_int_equal(code, HERALD__DISCONNECT__CODE__IDLE_TIMEOUT);
     test_client_close(&c);
-    assert_true(gw_metric(h, "herald_closed_total", "idle_timeout") == 1);
+    gw_metric_await(h, "herald_closed_total", "idle_timeout", 1);
     assert_true(gw_metric(h, "herald_closed_total", "token_expired") == 0);
     gw_stop(state);
 }
