@@ -253,11 +253,12 @@ static int node_start_loops(gw_node_t *node)
         gw_loop_t *lp = &node->loops[i];
         char name[24];
         snprintf(name, sizeof(name), "herald-io%u", i);
+        int cpu = node_loop_cpu(node, i);
         nl_loop_thread_opts_t opts = {
             .loop = {.id = (int)i},
             .name = name,
-            .cpu = node_loop_cpu(node, i),
-            .is_pinned = node->cfg.is_pin_io_threads,
+            .cpu = cpu,
+            .is_pinned = cpu >= 0,
             .on_start = loop_on_start,
             .on_stop = loop_on_stop,
             .arg = lp,

@@ -397,6 +397,12 @@ uint64_t gw_session_deadline_ms(gw_loop_t *lp, gw_session_t *s, uint64_t wall_ms
     return exp_ms;
 }
 
+/* Whether s's token has expired at wall-clock time wall_ms (false for a token without exp). */
+static bool session_is_expired(const gw_session_t *s, uint64_t wall_ms)
+{
+    return s->exp_s && wall_ms / 1000 >= s->exp_s;
+}
+
 /* Ends s with Disconnect{TOKEN_EXPIRED}. */
 static void session_expire(gw_loop_t *lp, gw_session_t *s)
 {
@@ -412,7 +418,7 @@ static void session_on_message(nl_conn_t *c, nl_buf_t *in)
         /* A session lives as long as its token: the wheel fires at exp for a client that
          * only listens, and input after exp ends it here at once. */
         uint64_t wall_ms = s->exp_s ? nl_wall_ms() : 0;
-        if (s->exp_s && wall_ms / 1000 >= s->exp_s) {
+        if (session_is_expired(s, wall_ms)) {
             nl_buf_retrieve_all(in);
             session_expire(lp, s);
             return;
@@ -488,7 +494,7 @@ void gw_session_on_deadline(nl_wheel_entry_t *e, void *arg)
         if (!(s->flags & GW_SESSION_DEADLINE_EXP)) {
             gw_session_begin_close(lp, s, GW_CLOSE_IDLE_TIMEOUT,
                                    HERALD__DISCONNECT__CODE__IDLE_TIMEOUT, "idle timeout", true);
-        } else if (nl_wall_ms() / 1000 >= s->exp_s) {
+        } else if (session_is_expired(s, nl_wall_ms())) {
             session_expire(lp, s);
         } else {
             /* The wall clock was set back since the deadline was taken: wait for exp anew. */

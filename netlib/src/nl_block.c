@@ -24,15 +24,14 @@ nl_block_t *nl_block_new(size_t len)
 
 nl_block_t *nl_block_ref(nl_block_t *b)
 {
-    /* Relaxed suffices: whoever hands the block on already holds a reference, and the
-     * hand-over itself (a post queue, a mutex) orders the bytes (Boost shared_ptr, Redis). */
-    size_t old = atomic_fetch_add_explicit(&b->refs, 1, memory_order_relaxed);
-    NL_ASSERT(old > 0);
+    nl_block_ref_n(b, 1);
     return b;
 }
 
 void nl_block_ref_n(nl_block_t *b, size_t n)
 {
+    /* Relaxed suffices: whoever hands the block on already holds a reference, and the
+     * hand-over itself (a post queue, a mutex) orders the bytes (Boost shared_ptr, Redis). */
     size_t old = atomic_fetch_add_explicit(&b->refs, n, memory_order_relaxed);
     NL_ASSERT(old > 0);
 }
@@ -41,6 +40,8 @@ void nl_block_unref_n(nl_block_t *b, size_t n)
 {
     if (n == 0)
         return;
+    /* acq_rel: this thread's reads of the bytes happen before the free in whichever thread
+     * drops the last reference, and that thread sees every earlier release. */
     size_t old = atomic_fetch_sub_explicit(&b->refs, n, memory_order_acq_rel);
     NL_ASSERT(old >= n);
     if (old == n)
@@ -49,14 +50,8 @@ void nl_block_unref_n(nl_block_t *b, size_t n)
 
 void nl_block_unref(nl_block_t *b)
 {
-    if (b == NULL)
-        return;
-    /* acq_rel: this thread's reads of the bytes happen before the free in whichever thread
-     * drops the last reference, and that thread sees every earlier release. */
-    size_t old = atomic_fetch_sub_explicit(&b->refs, 1, memory_order_acq_rel);
-    NL_ASSERT(old > 0);
-    if (old == 1)
-        free(b);
+    if (b != NULL)
+        nl_block_unref_n(b, 1);
 }
 
 uint8_t *nl_block_data(nl_block_t *b)
