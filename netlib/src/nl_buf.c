@@ -267,17 +267,32 @@ typedef struct buf_read_plan_s {
  * byte is never read from the socket that the buffer cannot then keep.
  * Returns: 0, or -ENOBUFS when the buffer has no room left.
  */
+BUF_INLINE size_t buf_read_in_place(const nl_buf_t *b, size_t room)
+{
+    size_t in_place = b->data != NULL ? nl_buf_writable(b) : 0;
+    return in_place > room ? room : in_place;
+}
+
+BUF_INLINE size_t buf_read_spill(size_t room, size_t in_place)
+{
+    size_t spill_len = room - in_place;
+    return spill_len > NL_BUF_SPILL ? NL_BUF_SPILL : spill_len;
+}
+
+size_t nl_buf_read_offer(const nl_buf_t *b)
+{
+    size_t room = buf_room(b);
+    size_t in_place = buf_read_in_place(b, room);
+    return in_place + buf_read_spill(room, in_place);
+}
+
 BUF_INLINE int buf_read_plan(const nl_buf_t *b, char *spill, buf_read_plan_t *p)
 {
     size_t room = buf_room(b);
-    size_t in_place = b->data != NULL ? nl_buf_writable(b) : 0;
-    if (in_place > room)
-        in_place = room;
     if (room == 0)
         return -ENOBUFS;
-    size_t spill_len = room - in_place;
-    if (spill_len > NL_BUF_SPILL)
-        spill_len = NL_BUF_SPILL;
+    size_t in_place = buf_read_in_place(b, room);
+    size_t spill_len = buf_read_spill(room, in_place);
 
     p->iovcnt = 0;
     p->in_place = in_place;

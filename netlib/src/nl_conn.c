@@ -43,6 +43,8 @@
  * fits a pooled buffer, a multi-megabyte burst does not pin its buffer. */
 #define NL__CONN_INPUT_KEEP (65536u + NL_BUF_PREPEND)
 #define NL__CONN_TABLE_MIN 64u
+/* Back-to-back reads of one connection per readiness (conn_handle_read). */
+#define NL__CONN_READS_PER_EVENT 4
 
 /* Ids start at 1 and are never reused (a 64-bit counter does not wrap). */
 static uint64_t conn_next_id = 1;
@@ -329,12 +331,22 @@ void nl__conn_start(nl_conn_t *c)
         c->cbs->on_connected(c);
 }
 
+static bool conn_wants_read(const nl_conn_t *c)
+{
+    return !(c->flags & (NL__CONN_READ_PAUSED | NL__CONN_INPUT_FULL | NL__CONN_PEER_EOF));
+}
+
+/* Connections are edge-triggered: epoll reports a socket once per arrival instead of again
+ * on every wait until it is drained, which spares the kernel a second poll of each ready
+ * socket per wake (about 2% less server CPU per byte in the pingpong, paired runs at 1 to 1,000
+ * connections).
+ * The price is that a reader must know it drained the socket: see conn_handle_read. */
 void nl__conn_update_interest(nl_conn_t *c)
 {
     if (c->state == NL_CONN_DISCONNECTED)
         return;
-    unsigned want = 0;
-    if (!(c->flags & (NL__CONN_READ_PAUSED | NL__CONN_INPUT_FULL | NL__CONN_PEER_EOF)))
+    unsigned want = NL_EDGE;
+    if (conn_wants_read(c))
         want |= NL_READ;
     if (c->flags & NL__CONN_WRITE_ARMED)
         want |= NL_WRITE;
@@ -418,15 +430,19 @@ static void conn_handle_eof(nl_conn_t *c)
     nl__conn_update_interest(c);
 }
 
-/* With receive timestamps the read goes through recvmsg and its stamp is published in the
+/* One read and its on_message. Returns true when the connection still reads and the socket
+ * may hold more: the read took all it offered, or is_short_inconclusive says a short read proves nothing
+ * (a FIN or urgent data is pending).
+ * With receive timestamps the read goes through recvmsg and its stamp is published in the
  * loop state, with the connection it belongs to, for the length of on_message only (see
  * nl_conn_rx_time_ns), then cleared, so no other callback can take it for its own. Without,
  * the read stays the plain readv. */
-static void conn_handle_read(nl_conn_t *c)
+static bool conn_read_once(nl_conn_t *c, bool is_short_inconclusive)
 {
     nl__conn_loop_t *st = nl__conn_st(c);
     if (c->pool && nl_buf_capacity(&c->in) == 0)
         conn_input_take(st, c);
+    size_t offer = nl_buf_read_offer(&c->in);
     bool is_stamped = (c->flags & NL__CONN_RX_STAMPS) != 0;
     ssize_t n = is_stamped ? nl_buf_read_fd_stamped(&c->in, c->io.fd, &st->rx_ns)
                            : nl_buf_read_fd(&c->in, c->io.fd);
@@ -442,23 +458,44 @@ static void conn_handle_read(nl_conn_t *c)
             st->rx_conn = NULL;
             st->rx_ns = 0;
         }
-        if (c->state != NL_CONN_DISCONNECTED && nl_buf_readable(&c->in) == 0)
+        if (c->state == NL_CONN_DISCONNECTED)
+            return false;
+        if (nl_buf_readable(&c->in) == 0)
             conn_input_recycle(st, c);
-        return;
+        return ((size_t)n == offer || is_short_inconclusive) && conn_wants_read(c);
     }
     if (nl_buf_readable(&c->in) == 0)
         conn_input_recycle(st, c);
     if (n == 0) {
         conn_handle_eof(c);
     } else if (n == -ENOBUFS) {
-        /* The input buffer is at its cap and on_message left it full: stop reading (level-
-         * triggered epoll would spin) until nl_conn_resume_read. A frame larger than the cap
-         * is the caller's protocol error to handle. */
+        /* The input buffer is at its cap and on_message left it full: stop reading until
+         * nl_conn_resume_read, whose epoll_ctl makes the kernel look at the socket again. A
+         * frame larger than the cap is the caller's protocol error to handle. */
         c->flags |= NL__CONN_INPUT_FULL;
         nl__conn_update_interest(c);
     } else if (n != -EAGAIN) {
         nl_conn_close(c, (int)n);
     }
+    return false;
+}
+
+/* A read shorter than it offered drained the socket's data; one that filled everything may
+ * have left bytes behind, for which edge-triggered epoll reports nothing new. So may a read cut
+ * short by a FIN that came with the data (NL_RDHUP) or by TCP's urgent mark (NL_PRI: the
+ * kernel stops a read there and the bytes behind it wait). In each case the connection reads
+ * again, at most NL__CONN_READS_PER_EVENT times in a row (a fast sender must not starve the
+ * loop's other connections), and then asks the kernel to report it again on the next wait. */
+static void conn_handle_read(nl_conn_t *c, unsigned events)
+{
+    bool is_short_inconclusive = (events & (NL_RDHUP | NL_PRI)) != 0;
+    for (int i = 0; i < NL__CONN_READS_PER_EVENT; i++) {
+        if (!conn_read_once(c, is_short_inconclusive))
+            return;
+    }
+    int err = nl_io_rearm(&c->io);
+    if (err < 0)
+        nl_conn_close(c, err);
 }
 
 /* Hang-up and error arrive as NL_READ/NL_WRITE (the loop folds them into the interest), so the
@@ -468,7 +505,7 @@ static void conn_on_io(nl_io_t *io, unsigned events, void *arg)
     NL_UNUSED(io);
     nl_conn_t *c = arg;
     if (events & NL_READ) {
-        conn_handle_read(c);
+        conn_handle_read(c, events);
         if (c->state == NL_CONN_DISCONNECTED)
             return;
     }

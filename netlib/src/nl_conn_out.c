@@ -236,8 +236,14 @@ static int out_coalesce(nl__conn_loop_t *st, struct iovec *iov, int cnt, size_t 
     return 1;
 }
 
-/* Writes what is queued. Returns 0 when the queue drained, 1 when the kernel refused part of
- * it (socket full), or a negative errno for a dead connection. */
+/* out_write's results besides 0 (drained) and a negative errno (dead connection). */
+enum {
+    OUT_FULL = 1,   /* the kernel refused part of a write: the socket is full */
+    OUT_BUDGET = 2, /* NL__CONN_WRITE_ROUNDS writes went out whole and more is queued */
+};
+
+/* Writes what is queued. Returns 0 when the queue drained, OUT_FULL, OUT_BUDGET, or a negative
+ * errno for a dead connection. */
 static int out_write(nl_conn_t *c, nl__conn_loop_t *st)
 {
     for (int round = 0; round < NL__CONN_WRITE_ROUNDS; round++) {
@@ -261,14 +267,14 @@ static int out_write(nl_conn_t *c, nl__conn_loop_t *st)
             int err = -errno;
             if (err == -EINTR)
                 continue;
-            return err == -EAGAIN ? 1 : err;
+            return err == -EAGAIN ? OUT_FULL : err;
         }
         st->stats.bytes_out += (uint64_t)n;
         out_consume(c, (size_t)n);
         if ((size_t)n < total)
-            return 1;
+            return OUT_FULL;
     }
-    return nl__conn_queued(c) > 0 ? 1 : 0;
+    return nl__conn_queued(c) > 0 ? OUT_BUDGET : 0;
 }
 
 /* Acts on out_write's result: close on error, wait for the socket when it is full, and when
@@ -281,9 +287,16 @@ static void out_settle(nl_conn_t *c, int rc)
         return;
     }
     if (rc > 0) {
+        /* The fd is edge-triggered. A full socket reports the edge when it empties; the
+         * epoll_ctl that adds NL_WRITE checks the socket at once. Only a spent budget with
+         * NL_WRITE already on has no edge coming and must ask for one. */
         if (!(c->flags & NL__CONN_WRITE_ARMED)) {
             c->flags |= NL__CONN_WRITE_ARMED;
             nl__conn_update_interest(c);
+        } else if (rc == OUT_BUDGET) {
+            int err = nl_io_rearm(&c->io);
+            if (err < 0)
+                nl_conn_close(c, err);
         }
         return;
     }

@@ -171,6 +171,15 @@ int nl_io_set(nl_io_t *io, unsigned interest)
     return io_update(io, interest);
 }
 
+int nl_io_rearm(nl_io_t *io)
+{
+    NL_ASSERT_OWNER(io->loop);
+    if (io->is_closing || !(io->interest & (NL_READ | NL_WRITE)))
+        return 0;
+    io->loop->epoll_ctl_calls++;
+    return nl__poll_update(io->loop->poll, io->fd, io->interest, io->interest, io);
+}
+
 void nl__io_deinit(nl_io_t *io)
 {
     if (io->is_closing)
@@ -484,7 +493,7 @@ static void loop_dispatch(nl_loop_t *loop, int n)
         /* Hang-up and error come with what the io waits for, so its read or write sees them. */
         if (events & (NL_HUP | NL_ERR))
             events |= want;
-        events &= want | NL_HUP | NL_ERR;
+        events &= want | NL_HUP | NL_ERR | ((want & NL_READ) ? NL_RDHUP | NL_PRI : 0u);
         /* An earlier callback may have dropped the interest this event was for. */
         if (!want || !events)
             continue;

@@ -56,6 +56,8 @@ int nl__poll_update(nl__poll_t *p, int fd, unsigned old_interest, unsigned inter
         op = (old_interest & (NL_READ | NL_WRITE)) ? EPOLL_CTL_MOD : EPOLL_CTL_ADD;
         ev.events = ((interest & NL_READ) ? EPOLLIN : 0u) |
                     ((interest & NL_WRITE) ? EPOLLOUT : 0u) | ((interest & NL_EDGE) ? EPOLLET : 0u);
+        if ((interest & (NL_READ | NL_EDGE)) == (NL_READ | NL_EDGE))
+            ev.events |= EPOLLRDHUP | EPOLLPRI;
         ev.data.ptr = ptr;
     }
     if (epoll_ctl(p->epfd, op, fd, &ev) < 0)
@@ -78,7 +80,8 @@ void *nl__poll_event(const nl__poll_t *p, int i, unsigned *events)
 {
     uint32_t e = p->events[i].events;
     *events = ((e & EPOLLIN) ? NL_READ : 0u) | ((e & EPOLLOUT) ? NL_WRITE : 0u) |
-              ((e & EPOLLHUP) ? NL_HUP : 0u) | ((e & EPOLLERR) ? NL_ERR : 0u);
+              ((e & EPOLLHUP) ? NL_HUP : 0u) | ((e & EPOLLERR) ? NL_ERR : 0u) |
+              ((e & EPOLLRDHUP) ? NL_RDHUP : 0u) | ((e & EPOLLPRI) ? NL_PRI : 0u);
     return p->events[i].data.ptr;
 }
 

@@ -305,7 +305,37 @@ static void test_nl_loop_io_edge_triggered(void **state)
     assert_int_equal(write(t.fds[1], "b", 1), 1);
     assert_int_equal(nl_loop_run_once(f->loop, -1), 0);
     assert_int_equal(t.events, 2);
+    /* A reader that stopped before draining asks again: reported once, with one epoll_ctl. */
+    uint64_t base = nl__loop_epoll_ctl_calls(f->loop);
+    assert_int_equal(nl_io_rearm(t.io), 0);
+    assert_int_equal(nl__loop_epoll_ctl_calls(f->loop), base + 1);
+    assert_int_equal(nl_loop_run_once(f->loop, -1), 0);
+    assert_int_equal(t.events, 3);
+    assert_int_equal(t.last, NL_READ);
+    assert_int_equal(nl_loop_run_once(f->loop, 0), 0);
+    assert_int_equal(t.events, 3);
+    /* The peer's shutdown comes as NL_RDHUP with the read, and stays reported on re-arm even
+     * with the data drained, so a short read does not hide the end of the stream. */
+    assert_int_equal(shutdown(t.fds[1], SHUT_WR), 0);
+    assert_int_equal(nl_loop_run_once(f->loop, -1), 0);
+    assert_int_equal(t.events, 4);
+    assert_int_equal(t.last, NL_READ | NL_RDHUP);
+    char buf[4];
+    assert_int_equal(read(t.fds[0], buf, sizeof buf), 2);
+    assert_int_equal(nl_io_rearm(t.io), 0);
+    assert_int_equal(nl_loop_run_once(f->loop, -1), 0);
+    assert_int_equal(t.events, 5);
+    assert_int_equal(t.last, NL_READ | NL_RDHUP);
     nl_io_close(t.io, NULL);
+    /* An io watching nothing has nothing to re-arm. */
+    io_test_t u;
+    io_test_open(&u, f->loop, on_io_count);
+    base = nl__loop_epoll_ctl_calls(f->loop);
+    assert_int_equal(nl_io_rearm(u.io), 0);
+    assert_int_equal(nl__loop_epoll_ctl_calls(f->loop), base);
+    nl_io_close(u.io, NULL);
+    assert_int_equal(nl_loop_run_once(f->loop, 0), 0);
+    io_test_close(&u);
     io_test_close(&t);
 }
 

@@ -123,6 +123,11 @@ int nl_buf_append_u64(nl_buf_t *b, uint64_t v);
  * woken and sends nothing allocates nothing. */
 ssize_t nl_buf_read_fd(nl_buf_t *b, int fd);
 
+/* The bytes the next nl_buf_read_fd would offer the kernel (writable space plus spill, within
+ * max_bytes). A read that returns exactly this much may have left more in the socket; a
+ * shorter one drained it, which is what an edge-triggered reader needs to know. */
+size_t nl_buf_read_offer(const nl_buf_t *b);
+
 /* As nl_buf_read_fd, through recvmsg, also taking the kernel's receive timestamp: with
  * SO_TIMESTAMPNS set on fd, *stamp_ns is the CLOCK_REALTIME time in ns at which the last
  * segment this read consumed reached the socket (for TCP; the datagram's time for UDP).

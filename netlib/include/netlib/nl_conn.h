@@ -7,6 +7,8 @@
  *
  * Input: each readiness does one nl_buf_read_fd into the input buffer, then calls on_message
  * with it; the callback consumes what it can (nl_buf_retrieve) and leaves partial frames.
+ * The socket is watched edge-triggered, so a read that filled all it offered (or left the
+ * peer's FIN) is followed by up to three more before the loop moves on and re-arms.
  * With nl_conn_set_rx_timestamps the read is a recvmsg that also takes the kernel's receive
  * time, which on_message reads with nl_conn_rx_time_ns (for latency split into "in the
  * socket" and "processed").

@@ -106,8 +106,15 @@ void nl_loop_get_stats(const nl_loop_t *loop, nl_loop_stats_t *out);
 /* Extra bits passed to callbacks only. */
 #define NL_HUP 0x10u
 #define NL_ERR 0x20u
+/* With NL_READ | NL_EDGE: the peer shut down its side (EPOLLRDHUP). A read shorter than asked
+ * for drained the data, but the end of stream that came with it reports no new edge: read on
+ * until 0. */
+#define NL_RDHUP 0x40u
+/* With NL_READ | NL_EDGE: TCP urgent data is pending (EPOLLPRI). A read stops at the urgent
+ * mark, so here too a short read is not the last. */
+#define NL_PRI 0x80u
 
-/* Called with the ready bits (NL_READ, NL_WRITE, NL_HUP, NL_ERR). The io may be closed inside. */
+/* Called with the ready bits (NL_READ, NL_WRITE, NL_HUP, NL_ERR, NL_RDHUP, NL_PRI). The io may be closed inside. */
 typedef void (*nl_io_event_cb)(nl_io_t *io, unsigned events, void *arg);
 typedef void (*nl_io_close_cb)(nl_io_t *io, void *arg);
 
@@ -119,6 +126,11 @@ int nl_io_new(nl_io_t **out, nl_loop_t *loop, int fd, nl_io_event_cb cb, void *a
  * the interest is unchanged. Returns: 0; -errno from epoll_ctl for an fd the kernel refuses.
  * Thread: owner. */
 int nl_io_set(nl_io_t *io, unsigned interest);
+/* For an edge-triggered io whose owner stopped short of EAGAIN (a read budget ran out with
+ * bytes left in the socket): one epoll_ctl that makes the kernel check the fd again, so what
+ * is ready now is reported by the next wait instead of waiting for a new edge. No-op (0) when
+ * the io watches nothing. Returns: 0; -errno from epoll_ctl. Thread: owner. */
+int nl_io_rearm(nl_io_t *io);
 unsigned nl_io_interest(const nl_io_t *io);
 int nl_io_fd(const nl_io_t *io);
 
