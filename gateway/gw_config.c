@@ -16,6 +16,7 @@
 #include <ini.h>
 
 #include "gw_channel_name.h"
+#include "gw_sub.h"
 #include "netlib/nl_log.h"
 
 typedef enum setting_type_e {
@@ -99,7 +100,7 @@ static const setting_t settings[] = {
     {"limits", "max_frame", "max_frame", NULL, T_SIZE, OFF(max_frame_bytes), 0, 64, 16 * MIB, false,
      "largest frame a client may send"},
     {"limits", "max_subscriptions", "max_subscriptions", NULL, T_U32,
-     OFF(max_subscriptions_per_conn), 0, 1, 100000, false, "channels per connection"},
+     OFF(max_subscriptions_per_conn), 0, 1, GW_SUB_SET_MAX, false, "channels per connection"},
     {"limits", "max_channel_bytes", "max_channel_bytes", NULL, T_U32, OFF(max_channel_bytes), 0, 1,
      GW_CHANNEL_NAME_MAX_LIMIT, false, "longest channel name"},
     {"limits", "publish_rate", "publish_rate", NULL, T_U32, OFF(publish_rate_per_s), 0, 0, 1000000,

@@ -72,6 +72,8 @@ static const struct {
     [GW_PERR_NOT_SUPPORTED] = {HERALD__ERROR__CODE__NOT_SUPPORTED, 0, 0, "not_supported",
                                "not available on this node"},
     [GW_PERR_INTERNAL] = {HERALD__ERROR__CODE__INTERNAL, 0, 0, "internal", "internal error"},
+    [GW_PERR_CANCELLED] = {HERALD__ERROR__CODE__CANCELLED, 0, 0, "cancelled",
+                           "withdrawn by Unsubscribe before it completed"},
 };
 
 const char *gw_proto_err_str(gw_proto_err_t err)
@@ -213,10 +215,15 @@ static void session_unsubscribe(gw_loop_t *lp, gw_session_t *s, const Herald__Fr
 {
     const char *name = f->unsubscribe && f->unsubscribe->channel ? f->unsubscribe->channel : "";
     size_t len = strlen(name);
-    if (gw_sub_remove(&lp->subs, &s->subs, name, len, gw_sub_hash(name, len)) < 0) {
+    uint64_t sub_id = 0;
+    int rc = gw_sub_remove(&lp->subs, &s->subs, name, len, gw_sub_hash(name, len), &sub_id);
+    if (rc < 0) {
         gw_session_error(lp, s, f->id, GW_PERR_NOT_SUBSCRIBED, 0);
         return;
     }
+    /* Still joining: its Subscribe will get no SubscribeOk now, and every request is answered. */
+    if (rc == 1)
+        gw_session_error(lp, s, sub_id, GW_PERR_CANCELLED, 0);
     Herald__UnsubscribeOk ok = HERALD__UNSUBSCRIBE_OK__INIT;
     Herald__Frame r = HERALD__FRAME__INIT;
     r.id = f->id;
@@ -315,7 +322,10 @@ static void session_dispatch(gw_loop_t *lp, gw_session_t *s, const Herald__Frame
         return;
     }
     if (s->state != GW_SESSION_AUTHENTICATED) {
-        gw_session_error(lp, s, f->id, GW_PERR_BAD_REQUEST, 0);
+        if (s->flags & GW_SESSION_CONNECT_DEFERRED)
+            gw_session_error(lp, s, f->id, GW_PERR_BUSY, 1000);
+        else
+            gw_session_error(lp, s, f->id, GW_PERR_BAD_REQUEST, 0);
         return;
     }
     switch (f->body_case) {
@@ -487,8 +497,12 @@ void gw_session_on_deadline(nl_wheel_entry_t *e, void *arg)
     switch (s->state) {
     case GW_SESSION_AWAIT_CONNECT:
     case GW_SESSION_AUTHENTICATING:
+        /* A client that sent no Connect should not come back as it is; one whose Connect the
+         * server could not verify in time (a backlog, BUSY) should. */
         gw_session_begin_close(lp, s, GW_CLOSE_HANDSHAKE_TIMEOUT,
-                               HERALD__DISCONNECT__CODE__IDLE_TIMEOUT, "handshake timeout", false);
+                               HERALD__DISCONNECT__CODE__IDLE_TIMEOUT, "handshake timeout",
+                               s->state == GW_SESSION_AUTHENTICATING ||
+                                   (s->flags & GW_SESSION_CONNECT_DEFERRED));
         break;
     case GW_SESSION_AUTHENTICATED:
         if (!(s->flags & GW_SESSION_DEADLINE_EXP)) {

@@ -55,6 +55,7 @@ typedef enum gw_proto_err_e {
     GW_PERR_ALREADY_CONNECTED, /* a second Connect */
     GW_PERR_NOT_SUPPORTED,     /* a request this node cannot serve yet (presence) */
     GW_PERR_INTERNAL,          /* ENOMEM and the like */
+    GW_PERR_CANCELLED,         /* a Subscribe withdrawn by Unsubscribe before it completed */
     GW_PERR_COUNT
 } gw_proto_err_t;
 

@@ -87,6 +87,16 @@ static void auth_send_connect_ok(gw_loop_t *lp, gw_session_t *s, uint64_t id)
     (void)gw_session_send(lp, s, &f);
 }
 
+/* The server could not verify this Connect now (worker queue full, pool stopping, no memory).
+ * The session waits for the client to send it again (PROTOCOL.md, BUSY); until then its
+ * pipelined requests are answered BUSY, not taken for frames before Connect. */
+static void auth_defer(gw_loop_t *lp, gw_session_t *s, uint64_t id, gw_proto_err_t err)
+{
+    s->state = GW_SESSION_AWAIT_CONNECT;
+    s->flags |= GW_SESSION_CONNECT_DEFERRED;
+    gw_session_error(lp, s, id, err, 1000);
+}
+
 /* The session grows to hold the user id and the patterns (packed, each NUL-terminated;
  * patterns == NULL: every channel). Nothing points into it but the connection's data pointer
  * and the wheel entry (no subscriptions before Connect), so the entry leaves the wheel around
@@ -101,9 +111,8 @@ static gw_session_t *auth_grow(gw_loop_t *lp, gw_session_t *s, uint64_t id, cons
     gw_session_t *ns =
         realloc(s, size > GW_SESSION_PREAUTH_BYTES ? size : GW_SESSION_PREAUTH_BYTES);
     if (!ns) {
-        s->state = GW_SESSION_AWAIT_CONNECT;
         gw_heartbeat_set(&lp->hb, &s->deadline, nl_loop_now_ms(lp->loop) + 1000);
-        gw_session_error(lp, s, id, GW_PERR_INTERNAL, 0);
+        auth_defer(lp, s, id, GW_PERR_INTERNAL);
         return NULL;
     }
     nl_conn_set_data(ns->conn, ns);
@@ -216,9 +225,8 @@ static void auth_done(void *arg, int status)
     }
     if (status < 0) {
         /* The pool was shut down before the work ran: the node is stopping. */
-        s->state = GW_SESSION_AWAIT_CONNECT;
         nl_conn_resume_read(c);
-        gw_session_error(lp, s, req->frame_id, GW_PERR_BUSY, 1000);
+        auth_defer(lp, s, req->frame_id, GW_PERR_BUSY);
     } else if (req->verdict != GW_TOKEN_OK) {
         s->state = GW_SESSION_AWAIT_CONNECT;
         auth_refuse(lp, s, req->frame_id, req->verdict, req->token, req->token_len);
@@ -326,7 +334,7 @@ void gw_session_connect(gw_loop_t *lp, gw_session_t *s, const Herald__Frame *f, 
     if (err < 0) {
         free(req);
         lp->stats.auth_failures[GW_AUTH_FAIL_BUSY]++;
-        gw_session_error(lp, s, f->id, GW_PERR_BUSY, 1000);
+        auth_defer(lp, s, f->id, GW_PERR_BUSY);
         return;
     }
     s->state = GW_SESSION_AUTHENTICATING;

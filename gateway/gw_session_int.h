@@ -36,6 +36,9 @@ typedef enum gw_session_state_e {
 #define GW_SESSION_ALL_CHANNELS 0x02u /* insecure mode: every channel allowed */
 #define GW_SESSION_IS_DROPPING 0x04u  /* slow consumer, dropping Pushes (logged once) */
 #define GW_SESSION_DEADLINE_EXP 0x08u /* the wheel deadline is the token's exp, not idleness */
+/* A Connect was answered BUSY (or INTERNAL): the server, not the client, failed it, so the
+ * requests pipelined behind it are answered BUSY until the client sends Connect again. */
+#define GW_SESSION_CONNECT_DEFERRED 0x10u
 
 /*
  * The size of a session before Connect. It is reallocated at Connect to hold the user id and

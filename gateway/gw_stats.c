@@ -59,7 +59,7 @@ static const char *const auth_fail_names[GW_AUTH_FAIL_REASONS] = {
 static const char *const error_code_names[] = {
     "unspecified",    "bad_request",  "unauthorized",       "token_expired",          "forbidden",
     "busy",           "rate_limited", "frame_too_large",    "too_many_subscriptions", "bad_channel",
-    "not_subscribed", "internal",     "already_subscribed", "not_supported",
+    "not_subscribed", "internal",     "already_subscribed", "not_supported",          "cancelled",
 };
 _Static_assert(sizeof(error_code_names) / sizeof(error_code_names[0]) == GW_STATS_ERROR_CODES,
                "one metric label per Error code");

@@ -98,7 +98,7 @@ static int set_reserve(gw_sub_set_t *set)
     uint32_t cap = set->cap == 0 ? GW_SUB_INLINE : set->cap;
     if (set->count < cap)
         return 0;
-    if (cap >= UINT16_MAX / 2)
+    if (cap >= GW_SUB_SET_MAX)
         return -ENOMEM;
     uint32_t ncap = cap * 2;
     gw_sub_entry_t **heap = malloc((sizeof(*heap) + sizeof(uint32_t)) * ncap);
@@ -189,16 +189,23 @@ static int pending_reserve(gw_sub_entry_t *e)
     return 0;
 }
 
-static void pending_remove(gw_sub_entry_t *e, const gw_sub_set_t *set)
+/* The waiting item of set in a JOINING entry, or NULL. */
+static gw_sub_pending_item_t *pending_find(const gw_sub_entry_t *e, const gw_sub_set_t *set)
 {
     gw_sub_pending_t *p = e->u.pending;
-    if (!p)
-        return;
-    for (uint32_t i = 0; i < p->count; i++) {
-        if (p->items[i].set == set) {
-            p->items[i] = p->items[--p->count];
-            return;
-        }
+    for (uint32_t i = 0; p && i < p->count; i++) {
+        if (p->items[i].set == set)
+            return &p->items[i];
+    }
+    return NULL;
+}
+
+static void pending_remove(gw_sub_entry_t *e, const gw_sub_set_t *set)
+{
+    gw_sub_pending_item_t *it = pending_find(e, set);
+    if (it) {
+        gw_sub_pending_t *p = e->u.pending;
+        *it = p->items[--p->count];
     }
 }
 
@@ -294,14 +301,18 @@ static void set_remove_slot(gw_sub_index_t *ix, gw_sub_set_t *set, uint32_t k)
 }
 
 int gw_sub_remove(gw_sub_index_t *ix, gw_sub_set_t *set, const char *name, size_t len,
-                  uint32_t hash)
+                  uint32_t hash, uint64_t *pending_req)
 {
     gw_sub_entry_t *e = gw_sub_find(ix, name, len, hash);
     int k = e ? set_find(set, e) : -1;
     if (k < 0)
         return -ENOENT;
+    const gw_sub_pending_item_t *it =
+        e->key.user == GW_SUB_JOINING ? pending_find(e, set) : NULL;
+    if (it)
+        *pending_req = it->req_id;
     set_remove_slot(ix, set, (uint32_t)k);
-    return 0;
+    return it ? 1 : 0;
 }
 
 void gw_sub_remove_all(gw_sub_index_t *ix, gw_sub_set_t *set)

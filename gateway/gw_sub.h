@@ -39,6 +39,9 @@
 
 /* Slots held inside a set before it moves them to the heap: a personal and a shared channel. */
 #define GW_SUB_INLINE 2
+/* The most channels one set (one connection) can be in: its slot count is a uint16_t that
+ * doubles from GW_SUB_INLINE. [limits] max_subscriptions stops here. */
+#define GW_SUB_SET_MAX 32768u
 
 typedef struct gw_sub_entry_s gw_sub_entry_t;
 
@@ -122,10 +125,12 @@ void gw_sub_index_deinit(gw_sub_index_t *ix);
 int gw_sub_add(gw_sub_index_t *ix, gw_sub_set_t *set, const char *name, size_t len, uint32_t hash,
                uint64_t req_id, gw_sub_entry_t **out);
 
-/* Takes set out of channel name[0..len). Returns: 0; -ENOENT when it was not in it.
+/* Takes set out of channel name[0..len). Returns: 0; 1 when set was still waiting for the
+ * engine's answer, its Subscribe unanswered: *pending_req gets that request's id, which
+ * cbs->joined will now never see; -ENOENT when set was not in the channel.
  * Thread: the owner. Callbacks: cbs->leave when the entry goes. */
 int gw_sub_remove(gw_sub_index_t *ix, gw_sub_set_t *set, const char *name, size_t len,
-                  uint32_t hash);
+                  uint32_t hash, uint64_t *pending_req);
 
 /* Takes set out of every channel and frees its heap slots (a closing session).
  * Thread: the owner. Callbacks: cbs->leave for each entry that goes. */

@@ -159,6 +159,7 @@ int test_client_open(test_client_t *c, uint16_t port, int timeout_ms)
     nl_buf_init(&c->out, TEST_CLIENT_MAX_FRAME * 2);
     c->next_id = 1;
     c->last_err_code = -1;
+    c->last_reconnect = -1;
     c->fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (c->fd < 0)
         return -errno;
@@ -490,6 +491,7 @@ int test_client_expect_close(test_client_t *c, bool skip_pushes, int *disconnect
         *disconnect_code = -1;
     if (error_code)
         *error_code = -1;
+    c->last_reconnect = -1;
     for (;;) {
         Herald__Frame *f;
         int rc = test_client_recv(c, &f, ms_left(deadline));
@@ -500,6 +502,8 @@ int test_client_expect_close(test_client_t *c, bool skip_pushes, int *disconnect
                 snprintf(c->what, sizeof(c->what), "the server did not close in time");
             return rc;
         }
+        if (f->body_case == HERALD__FRAME__BODY_DISCONNECT)
+            c->last_reconnect = f->disconnect->reconnect ? 1 : 0;
         if (f->body_case == HERALD__FRAME__BODY_DISCONNECT && disconnect_code)
             *disconnect_code = (int)f->disconnect->code;
         else if (f->body_case == HERALD__FRAME__BODY_ERROR && error_code)

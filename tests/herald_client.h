@@ -42,6 +42,7 @@ typedef struct test_client_s {
     uint64_t next_id;
     bool is_eof;          /* the server closed (EOF or reset) */
     int last_err_code;    /* code of the last Error answering a helper's request, else -1 */
+    int last_reconnect;   /* the reconnect flag of the Disconnect expect_close saw, else -1 */
     Herald__Frame **kept; /* frames received while waiting for an answer, oldest first */
     size_t n_kept;
     size_t cap_kept;

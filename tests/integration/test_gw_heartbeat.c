@@ -109,6 +109,9 @@ static void test_gw_heartbeat_connect_timeout(void **state)
         fail_msg("closed %lld ms after connecting (connect timeout 500 ms)", (long long)after);
     assert_true(disc == -1 || disc == HERALD__DISCONNECT__CODE__IDLE_TIMEOUT ||
                 disc == HERALD__DISCONNECT__CODE__AUTH_FAILED);
+    /* No Connect came: the client has something to fix, so no automatic reconnect. */
+    if (disc != -1)
+        assert_int_equal(c.last_reconnect, 0);
     /* A client that does send Connect in time is not affected. */
     test_client_t d;
     GW_OK(test_client_auth(&d, h->port, "quick", GW_WAIT_MS), &d);

@@ -11,8 +11,11 @@
  *     BAD_REQUEST and/or Disconnect PROTOCOL_ERROR, then the close; bad channel names;
  *   - descriptor exhaustion: herald under RLIMIT_NOFILE 64 answers or closes every one of
  *     100 connections (none hangs), and serves new clients once descriptors free up;
- *   - a full worker queue (1 worker, capacity 1): a burst of Connects gets some Error{BUSY},
- *     none hangs, each succeeds on retry, and the server stays responsive.
+ *   - a full worker queue (1 worker, capacity 1): a burst of Connects, each with a Ping
+ *     pipelined behind it, gets some Error{BUSY}; the Ping behind a BUSY Connect is answered
+ *     BUSY too (not taken for a frame before Connect), none hangs, each succeeds on retry
+ *     (ConnectOk, then Pong), and the server stays responsive; one left without a retry is
+ *     closed at the handshake deadline with Disconnect{IDLE_TIMEOUT} and reconnect = true.
  * The memory bound for a client that never reads is in test_gw_slow.
  */
 #include <errno.h>
@@ -334,8 +337,16 @@ static void test_gw_limits_fd_exhaustion(void **state)
 #define BUSY_CLIENTS 200
 #define BUSY_ROUNDS 5
 
-/* Connection states in the busy test. */
-enum { BUSY_TO_SEND = 0, BUSY_OK = 1, BUSY_RETRY = 2, BUSY_SENT = 3 };
+/* Connection states in the busy test: Connect (id 1) and Ping (id 2) sent, then either
+ * ConnectOk and Pong, or Error{BUSY} for both and a retry. */
+enum {
+    BUSY_TO_SEND = 0,
+    BUSY_OK = 1,
+    BUSY_RETRY = 2,
+    BUSY_SENT = 3,
+    BUSY_AWAIT_PONG = 4,  /* ConnectOk came */
+    BUSY_AWAIT_BUSY2 = 5, /* Error{BUSY} for the Connect came */
+};
 
 /* Per connection: answers seen in the busy test. */
 typedef struct busy_s {
@@ -350,11 +361,18 @@ static void busy_cb(test_fleet_t *fl, size_t i, const Herald__Frame *f, void *ar
 {
     busy_t *b = arg;
     (void)fl;
-    if (f && f->body_case == HERALD__FRAME__BODY_CONNECT_OK && b->is_ok[i] == BUSY_SENT) {
+    bool is_busy = f && f->body_case == HERALD__FRAME__BODY_ERROR &&
+                   f->error->code == HERALD__ERROR__CODE__BUSY;
+    uint8_t st = b->is_ok[i];
+    if (f && f->body_case == HERALD__FRAME__BODY_CONNECT_OK && f->id == 1 && st == BUSY_SENT) {
+        b->is_ok[i] = BUSY_AWAIT_PONG;
+    } else if (f && f->body_case == HERALD__FRAME__BODY_PONG && f->id == 2 &&
+               st == BUSY_AWAIT_PONG) {
         b->is_ok[i] = BUSY_OK;
         b->ok++;
-    } else if (f && f->body_case == HERALD__FRAME__BODY_ERROR &&
-               f->error->code == HERALD__ERROR__CODE__BUSY) {
+    } else if (is_busy && f->id == 1 && st == BUSY_SENT) {
+        b->is_ok[i] = BUSY_AWAIT_BUSY2;
+    } else if (is_busy && f->id == 2 && st == BUSY_AWAIT_BUSY2) {
         b->busy++;
         b->is_ok[i] = BUSY_RETRY;
     } else {
@@ -366,7 +384,8 @@ static void busy_cb(test_fleet_t *fl, size_t i, const Herald__Frame *f, void *ar
     }
 }
 
-/* Sends Connect on every connection whose state is want, with a real token. */
+/* Sends Connect, and a Ping right behind it, on every connection whose state is want, with a
+ * real token. */
 static size_t busy_send(test_fleet_t *fl, busy_t *b, const char *tok, uint8_t want)
 {
     size_t sent = 0;
@@ -377,6 +396,10 @@ static size_t busy_send(test_fleet_t *fl, busy_t *b, const char *tok, uint8_t wa
         Herald__Connect body;
         test_frame_connect(&f, &body, tok);
         f.id = 1;
+        assert_int_equal(test_fleet_send(fl, i, &f), 0);
+        Herald__Ping ping;
+        test_frame_ping(&f, &ping);
+        f.id = 2;
         assert_int_equal(test_fleet_send(fl, i, &f), 0);
         b->is_ok[i] = BUSY_SENT;
         sent++;
@@ -423,6 +446,95 @@ static void test_gw_limits_worker_queue_full(void **state)
     gw_stop(state);
 }
 
+/* Connections that got Error{BUSY} and never send Connect again: states per connection. */
+enum { PARK_SENT = 0, PARK_OK, PARK_BUSY, PARK_DISCONNECT, PARK_CLOSED };
+
+typedef struct park_s {
+    uint8_t *st;
+    size_t answered; /* ConnectOk or BUSY */
+    size_t busy;
+    size_t closed;
+    size_t other;
+    char what[256];
+} park_t;
+
+static void park_cb(test_fleet_t *fl, size_t i, const Herald__Frame *f, void *arg)
+{
+    park_t *p = arg;
+    (void)fl;
+    uint8_t st = p->st[i];
+    if (f && f->body_case == HERALD__FRAME__BODY_CONNECT_OK && st == PARK_SENT) {
+        p->st[i] = PARK_OK;
+        p->answered++;
+    } else if (f && f->body_case == HERALD__FRAME__BODY_ERROR &&
+               f->error->code == HERALD__ERROR__CODE__BUSY && st == PARK_SENT) {
+        p->st[i] = PARK_BUSY;
+        p->answered++;
+        p->busy++;
+    } else if (f && f->body_case == HERALD__FRAME__BODY_DISCONNECT && st == PARK_BUSY &&
+               f->disconnect->code == HERALD__DISCONNECT__CODE__IDLE_TIMEOUT &&
+               f->disconnect->reconnect) {
+        p->st[i] = PARK_DISCONNECT;
+    } else if (!f && st == PARK_DISCONNECT) {
+        p->st[i] = PARK_CLOSED;
+        p->closed++;
+    } else {
+        char fs[200];
+        if (!p->other)
+            snprintf(p->what, sizeof(p->what), "connection %zu in state %u: %s", i, st,
+                     f ? test_frame_str(f, fs, sizeof(fs)) : "closed");
+        p->other++;
+    }
+}
+
+/* A Connect the server refused with BUSY and the client never retried ends at the handshake
+ * deadline like a missing one, but with Disconnect{IDLE_TIMEOUT, reconnect = true}: the
+ * server, not the client, failed it. */
+static void test_gw_limits_busy_then_handshake_timeout(void **state)
+{
+    test_herald_t *h =
+        gw_start(state, "--secret", GW_SECRET, "--io-threads", "1", "--worker-threads", "1",
+                 "--worker-queue", "1", "--connect-timeout", "2s", NULL);
+    char tok[GW_TOKEN_CAP];
+    gw_token(tok, "parked", "news", 3600, 0, GW_SECRET);
+    park_t p = {.st = calloc(BUSY_CLIENTS, 1)};
+    assert_non_null(p.st);
+    test_fleet_t *fl = NULL;
+    for (int round = 0; round < BUSY_ROUNDS && p.busy == 0; round++) {
+        test_fleet_free(fl);
+        memset(p.st, 0, BUSY_CLIENTS);
+        p.answered = 0;
+        assert_int_equal(test_fleet_new(&fl, BUSY_CLIENTS), 0);
+        GW_FLEET_OK(test_fleet_open(fl, h->port, BUSY_CLIENTS, GW_WAIT_MS), fl);
+        for (size_t i = 0; i < BUSY_CLIENTS; i++) {
+            Herald__Frame f;
+            Herald__Connect body;
+            test_frame_connect(&f, &body, tok);
+            f.id = 1;
+            assert_int_equal(test_fleet_send(fl, i, &f), 0);
+        }
+        int64_t deadline = test_now_ms() + GW_WAIT_MS;
+        while (p.answered < BUSY_CLIENTS && p.other == 0 && test_now_ms() < deadline)
+            assert_true(test_fleet_poll(fl, 100, park_cb, &p) >= 0);
+        if (p.other)
+            fail_msg("unexpected answer in the Connect burst: %s", p.what);
+    }
+    if (p.busy == 0)
+        fail_msg("no Error{BUSY} in %d bursts of %d Connects with 1 worker and queue 1",
+                 BUSY_ROUNDS, BUSY_CLIENTS);
+    int64_t deadline = test_now_ms() + 2 * GW_WAIT_MS;
+    while (p.closed < p.busy && p.other == 0 && test_now_ms() < deadline)
+        assert_true(test_fleet_poll(fl, 100, park_cb, &p) >= 0);
+    if (p.other)
+        fail_msg("a parked connection: %s", p.what);
+    if (p.closed < p.busy)
+        fail_msg("%zu of %zu BUSY connections not closed with Disconnect{IDLE_TIMEOUT, reconnect}",
+                 p.busy - p.closed, p.busy);
+    test_fleet_free(fl);
+    free(p.st);
+    gw_stop(state);
+}
+
 int main(void)
 {
     test_raise_nofile(4096);
@@ -434,6 +546,7 @@ int main(void)
         cmocka_unit_test_teardown(test_gw_limits_malformed, gw_teardown),
         cmocka_unit_test_teardown(test_gw_limits_fd_exhaustion, gw_teardown),
         cmocka_unit_test_teardown(test_gw_limits_worker_queue_full, gw_teardown),
+        cmocka_unit_test_teardown(test_gw_limits_busy_then_handshake_timeout, gw_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -3,8 +3,9 @@
  * clients connect that every loop holds some (checked in /metrics, herald_connections per
  * loop); a publish from one client reaches the subscribers on every loop; PublishOk offsets
  * grow by one per message on a channel; every subscriber sees Push offsets consecutive, with
- * the published payloads, in order. Channels are isolated, Unsubscribe stops delivery, and a
- * pipelined burst of publishes keeps its order.
+ * the published payloads, in order. Channels are isolated, Unsubscribe stops delivery, a
+ * pipelined burst of publishes keeps its order, and a Subscribe withdrawn by an Unsubscribe
+ * before the engine answered it is still answered (Error{CANCELLED}).
  *
  * With --pin-io-threads each IO loop thread may run on exactly one CPU, the i-th of the CPUs
  * herald inherited (read back from /proc/<pid>/task/<tid>/status); without it, on all of them.
@@ -371,6 +372,58 @@ static void test_gw_pubsub_pipelined_burst(void **state)
     gw_stop(state);
 }
 
+/* Reads the next frame and fails unless it has this body and id. */
+static void expect_frame(test_client_t *c, Herald__Frame__BodyCase body, uint64_t id,
+                         Herald__Error__Code code)
+{
+    Herald__Frame *r = NULL;
+    GW_OK(test_client_recv(c, &r, GW_WAIT_MS) == 1 ? 0 : -EIO, c);
+    char fs[384];
+    if (r->body_case != body || r->id != id ||
+        (body == HERALD__FRAME__BODY_ERROR && r->error->code != code))
+        fail_msg("expected %s id %llu, got %s", proto_body_name(body), (unsigned long long)id,
+                 test_frame_str(r, fs, sizeof(fs)));
+    proto_frame_free(r);
+}
+
+/* Subscribe, Unsubscribe of the same channel and a Ping in one write: the engine answers the
+ * join only after the Unsubscribe ran, and the Subscribe must still get its answer. */
+static void test_gw_pubsub_unsubscribe_while_joining(void **state)
+{
+    test_herald_t *h = start(state);
+    static test_client_t cs[1];
+    connect_all(h, cs, 1);
+    nl_buf_t out;
+    nl_buf_init(&out, 0);
+    Herald__Frame f;
+    Herald__Subscribe sub;
+    test_frame_subscribe(&f, &sub, "c:withdrawn");
+    f.id = 2;
+    assert_int_equal(proto_frame_append(&out, &f), 0);
+    Herald__Unsubscribe unsub;
+    test_frame_unsubscribe(&f, &unsub, "c:withdrawn");
+    f.id = 3;
+    assert_int_equal(proto_frame_append(&out, &f), 0);
+    Herald__Ping ping;
+    test_frame_ping(&f, &ping);
+    f.id = 4;
+    assert_int_equal(proto_frame_append(&out, &f), 0);
+    GW_OK(test_client_send_raw(&cs[0], nl_buf_peek(&out), nl_buf_readable(&out), GW_WAIT_MS),
+          &cs[0]);
+    nl_buf_deinit(&out);
+    expect_frame(&cs[0], HERALD__FRAME__BODY_ERROR, 2, HERALD__ERROR__CODE__CANCELLED);
+    expect_frame(&cs[0], HERALD__FRAME__BODY_UNSUBSCRIBE_OK, 3, 0);
+    expect_frame(&cs[0], HERALD__FRAME__BODY_PONG, 4, 0);
+    /* The late join answer is dropped, and the channel works as before. */
+    expect_nothing_more(&cs[0], 0);
+    uint64_t offset = 0;
+    GW_OK(test_client_subscribe(&cs[0], "c:withdrawn", &offset, GW_WAIT_MS), &cs[0]);
+    GW_OK(test_client_unsubscribe(&cs[0], "c:withdrawn", GW_WAIT_MS), &cs[0]);
+    expect_nothing_more(&cs[0], 0);
+    close_all(cs, 1);
+    gw_stop(state);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -379,6 +432,7 @@ int main(void)
         cmocka_unit_test_teardown(test_gw_pubsub_pinned_loops, gw_teardown),
         cmocka_unit_test_teardown(test_gw_pubsub_loops_follow_affinity, gw_teardown),
         cmocka_unit_test_teardown(test_gw_pubsub_pipelined_burst, gw_teardown),
+        cmocka_unit_test_teardown(test_gw_pubsub_unsubscribe_while_joining, gw_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -277,13 +277,14 @@ static void test_gw_config_check_reports_every_line(void **state)
              "ping_interval = 30s\n"       /* 11: fine alone; but idle_timeout 20s is lower */
              "idle_timeout = 20s\n"        /* 12 */
              "slow_consumer = sometimes\n" /* 13: bad enum */
-             "[nosuch]\n"                  /* 14 */
-             "a = 1\n"                     /* 15: unknown section, reported once */
-             "b = 2\n"                     /* 16 */
-             "[auth]\n"                    /* 17 */
-             "secret = " SECRET "\n"       /* 18 */
-             "[admin]\n"                   /* 19 */
-             "api_key = k\n",              /* 20: so validate has no warning to print */
+             "max_subscriptions = 40000\n" /* 14: over what a connection's set holds */
+             "[nosuch]\n"                  /* 15 */
+             "a = 1\n"                     /* 16: unknown section, reported once */
+             "b = 2\n"                     /* 17 */
+             "[auth]\n"                    /* 18 */
+             "secret = " SECRET "\n"       /* 19 */
+             "[admin]\n"                   /* 20 */
+             "api_key = k\n",              /* 21: so validate has no warning to print */
              long_line);
     char path[64];
     write_temp(path, text);
@@ -291,7 +292,7 @@ static void test_gw_config_check_reports_every_line(void **state)
     open_capture(&err);
     int n = gw_config_check_file(path, err.fp);
     close_capture(&err);
-    static const int lines[] = {1, 3, 4, 5, 6, 7, 8, 9, 13, 14};
+    static const int lines[] = {1, 3, 4, 5, 6, 7, 8, 9, 13, 14, 15};
     for (size_t i = 0; i < sizeof(lines) / sizeof(lines[0]); i++) {
         char want[96];
         snprintf(want, sizeof(want), "%s:%d: ", path, lines[i]);
@@ -301,11 +302,11 @@ static void test_gw_config_check_reports_every_line(void **state)
     assert_non_null(strstr(err.text, ":6: 'port' set twice (first on line 3)"));
     assert_non_null(strstr(err.text, ":5: unknown key 'colour' in [server]"));
     assert_non_null(strstr(err.text, "idle_timeout (20000 ms) must exceed ping_interval"));
-    assert_null(strstr(err.text, ":15:"));
     assert_null(strstr(err.text, ":16:"));
-    /* Ten line errors and one cross-setting error, one line each, nothing else. */
-    assert_int_equal(n, 11);
-    assert_int_equal(count_lines(err.text), 11);
+    assert_null(strstr(err.text, ":17:"));
+    /* Eleven line errors and one cross-setting error, one line each, nothing else. */
+    assert_int_equal(n, 12);
+    assert_int_equal(count_lines(err.text), 12);
     free(err.text);
     unlink(path);
 
