@@ -163,13 +163,9 @@ void gw_config_init(gw_config_t *cfg)
 static int apply_ranged(const setting_t *s, char *field, const char *value, char *msg)
 {
     uint64_t n = 0;
-    int rc;
-    if (s->type == T_DURATION)
-        rc = gw_config_parse_duration_ms(value, &n);
-    else if (s->type == T_SIZE)
-        rc = gw_config_parse_size(value, &n);
-    else
-        rc = gw_config_parse_uint(value, &n);
+    int rc = s->type == T_DURATION ? gw_config_parse_duration_ms(value, &n)
+             : s->type == T_SIZE   ? gw_config_parse_size(value, &n)
+                                   : gw_config_parse_uint(value, &n);
     if (rc != 0 || n < s->min || n > s->max) {
         const char *what = s->type == T_DURATION ? "a duration (500ms, 25s, 1m, 1h) in ms"
                            : s->type == T_SIZE   ? "a size (512, 64k, 1MiB) in bytes"

@@ -307,8 +307,7 @@ int gw_sub_remove(gw_sub_index_t *ix, gw_sub_set_t *set, const char *name, size_
     int k = e ? set_find(set, e) : -1;
     if (k < 0)
         return -ENOENT;
-    const gw_sub_pending_item_t *it =
-        e->key.user == GW_SUB_JOINING ? pending_find(e, set) : NULL;
+    const gw_sub_pending_item_t *it = e->key.user == GW_SUB_JOINING ? pending_find(e, set) : NULL;
     if (it)
         *pending_req = it->req_id;
     set_remove_slot(ix, set, (uint32_t)k);

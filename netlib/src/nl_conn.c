@@ -431,8 +431,9 @@ static void conn_handle_eof(nl_conn_t *c)
 }
 
 /* One read and its on_message. Returns true when the connection still reads and the socket
- * may hold more: the read took all it offered, or is_short_inconclusive says a short read proves nothing
- * (a FIN or urgent data is pending).
+ * may hold more: the read took all it offered, or is_short_inconclusive says a short read proves
+ * nothing (a FIN or urgent data is pending).
+ *
  * With receive timestamps the read goes through recvmsg and its stamp is published in the
  * loop state, with the connection it belongs to, for the length of on_message only (see
  * nl_conn_rx_time_ns), then cleared, so no other callback can take it for its own. Without,

@@ -612,7 +612,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_nl_echo_high_water_never_reading_peer, test_env_setup,
                                         test_env_teardown),
         cmocka_unit_test_setup_teardown(test_nl_echo_half_close, test_env_setup, test_env_teardown),
-        cmocka_unit_test_setup_teardown(test_nl_echo_urgent_data, test_env_setup, test_env_teardown),
+        cmocka_unit_test_setup_teardown(test_nl_echo_urgent_data, test_env_setup,
+                                        test_env_teardown),
     };
     /* TEST_FILTER=<glob> runs only the matching tests (debugging). */
     if (getenv("TEST_FILTER"))

@@ -114,7 +114,8 @@ void nl_loop_get_stats(const nl_loop_t *loop, nl_loop_stats_t *out);
  * mark, so here too a short read is not the last. */
 #define NL_PRI 0x80u
 
-/* Called with the ready bits (NL_READ, NL_WRITE, NL_HUP, NL_ERR, NL_RDHUP, NL_PRI). The io may be closed inside. */
+/* Called with the ready bits (NL_READ, NL_WRITE, NL_HUP, NL_ERR, NL_RDHUP, NL_PRI). The io may be
+ * closed inside. */
 typedef void (*nl_io_event_cb)(nl_io_t *io, unsigned events, void *arg);
 typedef void (*nl_io_close_cb)(nl_io_t *io, void *arg);
 
