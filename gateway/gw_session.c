@@ -102,6 +102,17 @@ int gw_session_send(gw_loop_t *lp, gw_session_t *s, const Herald__Frame *f)
     nl_buf_retrieve_all(b);
     if (err == 0 && (unsigned)f->body_case < GW_STATS_FRAME_TYPES)
         lp->stats.frames_out[f->body_case]++;
+    if (err == -ENOBUFS && s->state != GW_SESSION_CLOSING) {
+        /* The output is at its hard cap (twice the high-water mark): the client sends requests
+         * but does not read the answers. An answer cannot be dropped like a Push, so the
+         * connection goes, as a slow consumer; its subscriptions go in on_close, since this
+         * may run inside a delivery loop. */
+        NL_LOG(NL_DEBUG, "slow_consumer_replies", "conn=%" PRIu64 " user=%s", nl_conn_id(s->conn),
+               gw_session_user(s));
+        s->state = GW_SESSION_CLOSING;
+        s->close_reason = GW_CLOSE_SLOW_CONSUMER;
+        nl_conn_close(s->conn, -ENOBUFS);
+    }
     return err;
 }
 

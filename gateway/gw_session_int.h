@@ -79,7 +79,8 @@ static inline gw_session_t *gw_session_of_set(gw_sub_set_t *set)
 }
 
 /* Sends f on s's connection, counted in frames_out. Returns 0 or a negative errno (the
- * connection then closes by itself on a write error). */
+ * connection then closes by itself on a write error). -ENOBUFS, the output at its hard cap
+ * because the client does not read, closes it as a slow consumer. */
 int gw_session_send(gw_loop_t *lp, gw_session_t *s, const Herald__Frame *f);
 
 /* Answers request id with the Error for err; a fatal err also sends Disconnect and starts

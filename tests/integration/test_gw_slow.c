@@ -8,7 +8,9 @@
  *   - policy drop: the connection stays, herald_slow_consumer_drops_total grows, and once it
  *     reads again it sees a gap in the offsets, then live messages;
  *   - memory: with several subscribers that never read, herald's RSS stays bounded while far
- *     more than the bound is published to them.
+ *     more than the bound is published to them;
+ *   - a client that sends requests and never reads the answers is closed as a slow consumer
+ *     once they fill its output (under the drop policy too: answers are never dropped).
  * A reading subscriber on the same channel gets every message meanwhile, in order.
  *
  * The publisher runs until herald's metrics show the effect (checked every CHECK_EVERY
@@ -230,12 +232,61 @@ static void test_gw_slow_memory_bounded(void **state)
     gw_stop(state);
 }
 
+/* Requests whose answers the client never reads: bounded by the request bytes sent. */
+#define FLOOD_CHUNK_REQUESTS 1024
+#define FLOOD_MAX_BYTES (256u * 1024 * 1024)
+
+/* A client that keeps sending requests and never reads the answers. Answers cannot be dropped
+ * like Pushes, so once they fill the output's hard cap (twice the high-water mark, past the
+ * kernel's buffers) herald closes the connection as a slow consumer, under the drop policy
+ * too, instead of queueing without bound or answering some requests and not others. */
+static void test_gw_slow_unread_answers(void **state)
+{
+    test_herald_t *h = start(state, "drop");
+    test_client_t c;
+    GW_OK(test_client_open(&c, h->port, GW_WAIT_MS), &c);
+    GW_OK(test_client_set_rcvbuf(&c, SLOW_RCVBUF), &c);
+    GW_OK(test_client_hello(&c, "deaf", GW_WAIT_MS), &c);
+    /* Unsubscribe from a channel it is not in: a few bytes in, an Error of ~40 bytes out. */
+    nl_buf_t chunk;
+    nl_buf_init(&chunk, 0);
+    for (int k = 0; k < FLOOD_CHUNK_REQUESTS; k++) {
+        Herald__Frame f;
+        Herald__Unsubscribe body;
+        test_frame_unsubscribe(&f, &body, "nope");
+        f.id = 100 + (uint64_t)k;
+        assert_int_equal(proto_frame_append(&chunk, &f), 0);
+    }
+    size_t sent = 0;
+    int rc = 0;
+    while (sent < FLOOD_MAX_BYTES) {
+        rc = test_client_send_raw(&c, nl_buf_peek(&chunk), nl_buf_readable(&chunk), GW_WAIT_MS);
+        if (rc != 0)
+            break;
+        sent += nl_buf_readable(&chunk);
+    }
+    nl_buf_deinit(&chunk);
+    /* herald closed it while the client was still sending: the send failed on the reset. */
+    if (rc != -ECONNRESET && rc != -EPIPE)
+        fail_msg("after %zu bytes of requests: %d %s", sent, rc, test_client_what(&c));
+    gw_metric_await(h, "herald_closed_total", "slow_consumer", 1);
+    assert_true(gw_metric(h, "herald_slow_consumer_drops_total", NULL) == 0);
+    test_client_close(&c);
+    /* The node goes on serving. */
+    test_client_t d;
+    GW_OK(test_client_auth(&d, h->port, "next", GW_WAIT_MS), &d);
+    GW_OK(test_client_ping(&d, GW_WAIT_MS), &d);
+    test_client_close(&d);
+    gw_stop(state);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_gw_slow_disconnect, gw_teardown),
         cmocka_unit_test_teardown(test_gw_slow_drop, gw_teardown),
         cmocka_unit_test_teardown(test_gw_slow_memory_bounded, gw_teardown),
+        cmocka_unit_test_teardown(test_gw_slow_unread_answers, gw_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
