@@ -137,6 +137,9 @@ void gw_session_begin_close(gw_loop_t *lp, gw_session_t *s, gw_close_reason_t re
     if (s->state == GW_SESSION_CLOSING)
         return;
     session_send_disconnect(lp, s, code, text, reconnect);
+    /* A client that did not read its output is closed by that very send, as slow. */
+    if (s->state == GW_SESSION_CLOSING)
+        return;
     s->state = GW_SESSION_CLOSING;
     s->close_reason = (uint8_t)reason;
     gw_sub_remove_all(&lp->subs, &s->subs);

@@ -111,7 +111,9 @@ static gw_session_t *auth_grow(gw_loop_t *lp, gw_session_t *s, uint64_t id, cons
     gw_session_t *ns =
         realloc(s, size > GW_SESSION_PREAUTH_BYTES ? size : GW_SESSION_PREAUTH_BYTES);
     if (!ns) {
-        gw_heartbeat_set(&lp->hb, &s->deadline, nl_loop_now_ms(lp->loop) + 1000);
+        /* A fresh handshake window for the retry, well past the retry_after_ms it is told. */
+        gw_heartbeat_set(&lp->hb, &s->deadline,
+                         nl_loop_now_ms(lp->loop) + lp->node->cfg.connect_timeout_ms);
         auth_defer(lp, s, id, GW_PERR_INTERNAL);
         return NULL;
     }
@@ -225,20 +227,21 @@ static void auth_done(void *arg, int status)
     }
     if (status < 0) {
         /* The pool was shut down before the work ran: the node is stopping. */
-        nl_conn_resume_read(c);
         auth_defer(lp, s, req->frame_id, GW_PERR_BUSY);
     } else if (req->verdict != GW_TOKEN_OK) {
         s->state = GW_SESSION_AWAIT_CONNECT;
         auth_refuse(lp, s, req->frame_id, req->verdict, req->token, req->token_len);
     } else {
         size_t user_len = req->user_len;
-        s = auth_accept(lp, s, req->frame_id, req->token, user_len, req->token + user_len + 1,
-                        req->grant_len - user_len - 1u, req->n_patterns, req->exp_s);
-        if (s) {
-            nl_conn_resume_read(c);
-            /* Frames pipelined behind Connect have waited in the input buffer. */
-            gw_session_process(lp, s, req->in);
-        }
+        (void)auth_accept(lp, s, req->frame_id, req->token, user_len, req->token + user_len + 1,
+                          req->grant_len - user_len - 1u, req->n_patterns, req->exp_s);
+    }
+    /* Frames pipelined behind Connect have waited in the input buffer: they run now (or are
+     * answered BUSY after a deferral, or discarded after a refusal). The session may have been
+     * reallocated. */
+    if (nl_conn_state(c) != NL_CONN_DISCONNECTED) {
+        nl_conn_resume_read(c);
+        gw_session_process(lp, nl_conn_data(c), req->in);
     }
     free(req);
 }
@@ -320,7 +323,7 @@ void gw_session_connect(gw_loop_t *lp, gw_session_t *s, const Herald__Frame *f, 
     }
     auth_req_t *req = malloc(sizeof(*req) + len + 1);
     if (!req) {
-        gw_session_error(lp, s, f->id, GW_PERR_INTERNAL, 0);
+        auth_defer(lp, s, f->id, GW_PERR_INTERNAL);
         return;
     }
     req->cfg = cfg;

@@ -31,7 +31,7 @@
 
 /* Frame types counted: Herald__Frame__BodyCase runs 0 (not set) .. 16 (disconnect). */
 #define GW_STATS_FRAME_TYPES 17
-/* Error frame codes counted: Herald__Error__Code runs 0 .. 13. */
+/* Error frame codes counted: Herald__Error__Code runs 0 .. 14. */
 #define GW_STATS_ERROR_CODES 15
 
 /* Why a connection closed (herald_closed_total{reason}). */

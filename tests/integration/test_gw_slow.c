@@ -244,8 +244,10 @@ static void test_gw_slow_unread_answers(void **state)
 {
     test_herald_t *h = start(state, "drop");
     test_client_t c;
+    /* The default receive buffer, not SLOW_RCVBUF: with a few KiB against loopback's 64 KiB
+     * segments the client's kernel drops herald's segments whole, ACKs included, and both
+     * sides sit in TCP retransmission back-off (13 s observed) with the flood stalled. */
     GW_OK(test_client_open(&c, h->port, GW_WAIT_MS), &c);
-    GW_OK(test_client_set_rcvbuf(&c, SLOW_RCVBUF), &c);
     GW_OK(test_client_hello(&c, "deaf", GW_WAIT_MS), &c);
     /* Unsubscribe from a channel it is not in: a few bytes in, an Error of ~40 bytes out. */
     nl_buf_t chunk;
