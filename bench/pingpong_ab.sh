@@ -26,37 +26,25 @@ done
 for d in "$a" "$b"; do
     [ -x "$d/bench/pingpong_netlib" ] || { echo "pingpong_ab.sh: $d/bench/pingpong_netlib not built" >&2; exit 1; }
 done
-ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
-client="$a/bench/pingpong_netlib"
+here=$(cd "$(dirname "$0")/.." && pwd)
+client_bin="$a/bench/pingpong_netlib"
+launch_server() { # A|B port log
+    local dir=$a
+    [ "$1" = B ] && dir=$b
+    taskset -c "$server_cpu" "$dir/bench/pingpong_netlib" server --port "$2" --threads 1 2>"$3" &
+}
+# shellcheck source=bench/pingpong_lib.sh
+. "$here/bench/pingpong_lib.sh"
+tmpdir=$(mktemp -d "${TMPDIR:-/tmp}/pingpong_ab.XXXXXX")
+trap 'cleanup; rm -rf "$tmpdir"' EXIT
 
-server_pid=""
-cleanup() { [ -z "$server_pid" ] || { kill -KILL "$server_pid" 2>/dev/null || true; wait "$server_pid" 2>/dev/null || true; }; }
-trap cleanup EXIT
-
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
-
-# one_run BUILD conns block: sets res to "mib_per_s cpu_ms_per_gib". Runs in this shell, so the
-# EXIT trap can always stop the server it started.
+# one_run A|B conns block: sets res to "mib_per_s cpu_ms_per_gib"; a failed client ends the script.
 one_run() {
-    local port i n0 n1 out bytes mib
-    port=$(free_port)
-    taskset -c 0 "$1/bench/pingpong_netlib" server --port "$port" --threads 1 2>/dev/null &
-    server_pid=$!
-    for i in $(seq 1 100); do
-        ss -Hltn "sport = :$port" 2>/dev/null | grep -q . && break
-        sleep 0.05
-    done
-    n0=$(awk '{ print $1 }' "/proc/$server_pid/schedstat")
-    out=$(timeout $((secs + 40)) taskset -c 1 "$client" client --port "$port" --conns "$2" \
-        --block "$3" --seconds "$secs" 2>/dev/null)
-    n1=$(awk '{ print $1 }' "/proc/$server_pid/schedstat")
-    kill -TERM "$server_pid" 2>/dev/null || true
-    wait "$server_pid" 2>/dev/null || true
-    server_pid=""
-    bytes=$(sed -n 's/.*total_bytes=\([0-9]*\).*/\1/p' <<<"$out")
-    mib=$(sed -n 's/.*mib_per_s=\([0-9.]*\).*/\1/p' <<<"$out")
-    [ -n "$bytes" ] && [ "$bytes" != 0 ] || { echo "pingpong_ab.sh: client failed ($1, $2 conns, $3 bytes)" >&2; exit 1; }
-    res=$(awk -v m="$mib" -v b="$bytes" -v ns=$((n1 - n0)) 'BEGIN { printf "%s %.0f", m, ns / 1e6 / (b / 1073741824) }')
+    run_one "$1" "$2" "$3" "$secs"
+    local m cpu
+    read -r m _ _ _ cpu <<<"$res"
+    [ "$m" != 0 ] || exit 1
+    res="$m $cpu"
 }
 
 median() { sort -n | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
@@ -69,8 +57,8 @@ for block in $blocks; do
     for c in $conns; do
         am="" bm="" ac="" bc=""
         for r in $(seq 1 "$rounds"); do
-            one_run "$a" "$c" "$block"; read -r m cpu <<<"$res"; am+="$m "; ac+="$cpu "
-            one_run "$b" "$c" "$block"; read -r m cpu <<<"$res"; bm+="$m "; bc+="$cpu "
+            one_run A "$c" "$block"; read -r m cpu <<<"$res"; am+="$m "; ac+="$cpu "
+            one_run B "$c" "$block"; read -r m cpu <<<"$res"; bm+="$m "; bc+="$cpu "
         done
         amed=$(tr ' ' '\n' <<<"$ac" | grep . | median)
         bmed=$(tr ' ' '\n' <<<"$bc" | grep . | median)

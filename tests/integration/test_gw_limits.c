@@ -384,6 +384,26 @@ static void busy_cb(test_fleet_t *fl, size_t i, const Herald__Frame *f, void *ar
     }
 }
 
+/* Frees old (may be NULL) and opens a fresh fleet of BUSY_CLIENTS connections to port. */
+static test_fleet_t *busy_fleet(test_fleet_t *old, uint16_t port)
+{
+    test_fleet_free(old);
+    test_fleet_t *fl = NULL;
+    assert_int_equal(test_fleet_new(&fl, BUSY_CLIENTS), 0);
+    GW_FLEET_OK(test_fleet_open(fl, port, BUSY_CLIENTS, GW_WAIT_MS), fl);
+    return fl;
+}
+
+/* Queues Connect (id 1) with tok on connection i. */
+static void busy_send_connect(test_fleet_t *fl, size_t i, const char *tok)
+{
+    Herald__Frame f;
+    Herald__Connect body;
+    test_frame_connect(&f, &body, tok);
+    f.id = 1;
+    assert_int_equal(test_fleet_send(fl, i, &f), 0);
+}
+
 /* Sends Connect, and a Ping right behind it, on every connection whose state is want, with a
  * real token. */
 static size_t busy_send(test_fleet_t *fl, busy_t *b, const char *tok, uint8_t want)
@@ -392,11 +412,8 @@ static size_t busy_send(test_fleet_t *fl, busy_t *b, const char *tok, uint8_t wa
     for (size_t i = 0; i < test_fleet_size(fl); i++) {
         if (b->is_ok[i] != want)
             continue;
+        busy_send_connect(fl, i, tok);
         Herald__Frame f;
-        Herald__Connect body;
-        test_frame_connect(&f, &body, tok);
-        f.id = 1;
-        assert_int_equal(test_fleet_send(fl, i, &f), 0);
         Herald__Ping ping;
         test_frame_ping(&f, &ping);
         f.id = 2;
@@ -416,11 +433,9 @@ static void test_gw_limits_worker_queue_full(void **state)
     busy_t b = {.is_ok = calloc(BUSY_CLIENTS, 1)};
     test_fleet_t *fl = NULL;
     for (int round = 0; round < BUSY_ROUNDS && b.busy == 0; round++) {
-        test_fleet_free(fl);
+        fl = busy_fleet(fl, h->port);
         memset(b.is_ok, 0, BUSY_CLIENTS);
         b.ok = 0;
-        assert_int_equal(test_fleet_new(&fl, BUSY_CLIENTS), 0);
-        GW_FLEET_OK(test_fleet_open(fl, h->port, BUSY_CLIENTS, GW_WAIT_MS), fl);
         busy_send(fl, &b, tok, BUSY_TO_SEND);
         /* Every Connect is answered: ConnectOk, or BUSY and then ConnectOk on a retry. */
         int64_t deadline = test_now_ms() + 3 * GW_WAIT_MS;
@@ -501,18 +516,11 @@ static void test_gw_limits_busy_then_handshake_timeout(void **state)
     assert_non_null(p.st);
     test_fleet_t *fl = NULL;
     for (int round = 0; round < BUSY_ROUNDS && p.busy == 0; round++) {
-        test_fleet_free(fl);
+        fl = busy_fleet(fl, h->port);
         memset(p.st, 0, BUSY_CLIENTS);
         p.answered = 0;
-        assert_int_equal(test_fleet_new(&fl, BUSY_CLIENTS), 0);
-        GW_FLEET_OK(test_fleet_open(fl, h->port, BUSY_CLIENTS, GW_WAIT_MS), fl);
-        for (size_t i = 0; i < BUSY_CLIENTS; i++) {
-            Herald__Frame f;
-            Herald__Connect body;
-            test_frame_connect(&f, &body, tok);
-            f.id = 1;
-            assert_int_equal(test_fleet_send(fl, i, &f), 0);
-        }
+        for (size_t i = 0; i < BUSY_CLIENTS; i++)
+            busy_send_connect(fl, i, tok);
         int64_t deadline = test_now_ms() + GW_WAIT_MS;
         while (p.answered < BUSY_CLIENTS && p.other == 0 && test_now_ms() < deadline)
             assert_true(test_fleet_poll(fl, 100, park_cb, &p) >= 0);
