@@ -63,6 +63,8 @@ static const setting_t settings[] = {
      "IO loop threads (0: one per CPU herald may run on)"},
     {"server", "pin_io_threads", "pin_io_threads", NULL, T_BOOL, OFF(is_pin_io_threads), 0, 0, 0,
      false, "pin IO loop i to the i-th CPU herald may run on"},
+    {"server", "batch_sends", "batch_sends", NULL, T_BOOL, OFF(is_batch_sends), 0, 0, 0, false,
+     "send a flush's writes through io_uring, many per system call"},
     {"server", "worker_threads", "worker_threads", NULL, T_U32, OFF(worker_threads), 0, 1, 256,
      false, "worker pool threads (token checks, slow work)"},
     {"server", "worker_queue", "worker_queue", NULL, T_U32, OFF(worker_queue_capacity), 0, 1,
@@ -131,7 +133,7 @@ void gw_config_init(gw_config_t *cfg)
     memset(cfg, 0, sizeof(*cfg));
     strcpy(cfg->listen_host, "0.0.0.0");
     cfg->listen_port = 7400;
-    cfg->io_threads = 0;
+    cfg->is_batch_sends = true;
     cfg->worker_threads = 2;
     cfg->worker_queue_capacity = 4096;
     cfg->max_connections = 1000000;

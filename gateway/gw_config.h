@@ -70,6 +70,7 @@ typedef struct gw_config_s {
     uint32_t max_connections;             /* default 1000000 */
     bool is_reuseport;                    /* default false: SO_REUSEPORT listeners */
     bool is_pin_io_threads;               /* default false: IO loop i pinned to a CPU */
+    bool is_batch_sends;                  /* default true: io_uring batches a flush's sends */
     char node_id[GW_CONFIG_NAME_MAX];     /* default "": main.c uses the host name */
     uint64_t drain_ms;                    /* default 10 s: SIGTERM disconnect window */
 

@@ -68,6 +68,7 @@ static int loop_setup(nl_loop_t *loop, gw_loop_t *lp)
     nl_loop_set_data(loop, lp);
     nl_buf_init(&lp->scratch, 0);
     gw_stats_init(&lp->stats);
+    nl_conn_set_batch_sends(loop, cfg->is_batch_sends);
     int err = gw_sub_index_init(&lp->subs, &gw_session_sub_cbs, lp);
     if (err < 0)
         return err;

@@ -247,6 +247,7 @@ static void conn_loop_free(void *state)
         return;
     free(st->table);
     free(st->coalesce_buf);
+    nl__conn_batch_free(st);
     free(st->dirty.items);
     free(st->dirty_spare.items);
     for (int i = 0; i < NL__CONN_POOLS; i++) {

@@ -110,6 +110,10 @@ typedef struct nl__conn_loop_s {
     nl__conn_pool_t pools[NL__CONN_POOLS];
     uint64_t last_trim_ms;
     char *coalesce_buf; /* NL__CONN_COALESCE_BYTES, allocated by the first coalesced write */
+    /* Batched sends (nl_conn_out.c): allocated by the first flush with enough connections;
+     * batch_off once io_uring proved unavailable or nl_conn_set_batch_sends turned it off. */
+    struct nl__conn_batch_s *batch;
+    bool is_batch_off;
     bool is_flush_posted;
     bool is_flushing; /* inside nl__conn_flush_dirty: the dirty arrays are being swapped */
     /* While the on_message of a connection with NL__CONN_RX_STAMPS runs: that connection and
@@ -182,6 +186,8 @@ void nl__conn_unmark_dirty(nl_conn_t *c);
 void nl__conn_handle_write(nl_conn_t *c);
 /* The before-sleep flush of every dirty connection on the loop. */
 void nl__conn_flush_dirty(nl__conn_loop_t *st);
+/* Frees the batched-send state. */
+void nl__conn_batch_free(nl__conn_loop_t *st);
 /* Posts a flush for connections marked dirty after this iteration's before-sleep hooks ran
  * (by a close callback), so the loop does not sleep on them. */
 void nl__conn_flush_soon(nl__conn_loop_t *st);

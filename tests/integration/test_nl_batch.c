@@ -1,0 +1,271 @@
+/*
+ * test_nl_batch: batched sends (nl_conn_set_batch_sends, io_uring) on loopback. A server
+ * fans blocks out to hundreds of connections, one block per connection per flush, so every
+ * flush pass is a batch of one-piece writes, more than one ring's worth (256). Each client
+ * checks that it got every byte of every round in order.
+ *
+ * - small blocks that always fit: every send goes through the ring, none one by one;
+ * - 16 KiB blocks that fill the sockets: the ring's partial sends and -EAGAIN must leave the
+ *   rest queued and written later, in order;
+ * - batching turned off: the same bytes, no batched send;
+ * - run as `test_nl_batch --forbid-io-uring` (a second ctest entry), the process first makes
+ *   io_uring_setup fail with EPERM through seccomp, as Docker's default profile does: the loop
+ *   falls back to one send per connection and the bytes are the same.
+ *
+ * Server and clients share the main loop, so the fan-out runs in a posted closure and pushes
+ * each round out with nl_conn_flush_loop.
+ */
+#include <errno.h>
+#include <linux/filter.h>
+#include <linux/io_uring.h>
+#include <linux/seccomp.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "netlib/nl_block.h"
+#include "netlib/nl_client.h"
+#include "netlib/nl_conn.h"
+#include "netlib/nl_loop.h"
+
+#include "nl_test_env.h"
+
+#define MAX_CONNS 600
+
+static bool is_uring_forbidden;
+
+typedef struct fan_s fan_t;
+
+typedef struct sub_s {
+    fan_t *f;
+    nl_client_t *cl;
+    size_t recvd;
+    bool is_mismatch;
+} sub_t;
+
+struct fan_s {
+    test_env_t *e;
+    size_t n_conns;
+    size_t rounds;
+    size_t block_bytes;
+    bool is_batched;
+    nl_conn_t *srv[MAX_CONNS];
+    size_t n_srv;
+    sub_t subs[MAX_CONNS];
+    size_t n_done;
+    size_t n_refused; /* server connections left with output queued after a flush */
+};
+
+/* Byte k of the stream every client receives. */
+static uint8_t stream_byte(const fan_t *f, size_t k)
+{
+    size_t round = k / f->block_bytes;
+    return (uint8_t)(round * 131 + (k % f->block_bytes) * 7 + 1);
+}
+
+static void fan_out(void *arg)
+{
+    fan_t *f = arg;
+    nl_loop_t *loop = f->e->loop;
+    nl_conn_set_batch_sends(loop, f->is_batched);
+    for (size_t r = 0; r < f->rounds; r++) {
+        nl_block_t *b = nl_block_new(f->block_bytes);
+        assert_non_null(b);
+        for (size_t k = 0; k < f->block_bytes; k++)
+            nl_block_data(b)[k] = (char)stream_byte(f, r * f->block_bytes + k);
+        for (size_t i = 0; i < f->n_srv; i++)
+            assert_int_equal(nl_conn_send_block(f->srv[i], b), 0);
+        nl_block_unref(b);
+        nl_conn_flush_loop(loop);
+    }
+    for (size_t i = 0; i < f->n_srv; i++)
+        f->n_refused += nl_conn_output_bytes(f->srv[i]) > 0;
+}
+
+static void srv_connected(nl_conn_t *c)
+{
+    test_env_t *e = nl_conn_ctx(c);
+    fan_t *f = e->test;
+    assert_true(f->n_srv < f->n_conns);
+    /* Loopback starts a socket's send buffer at megabytes; a fixed small one makes the 16 KiB
+     * rounds overflow it. */
+    int sndbuf = 32768;
+    assert_int_equal(setsockopt(nl_conn_fd(c), SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf)), 0);
+    f->srv[f->n_srv++] = c;
+    if (f->n_srv == f->n_conns)
+        assert_int_equal(nl_loop_post(e->loop, fan_out, f), 0);
+}
+
+static void srv_close(nl_conn_t *c, int reason)
+{
+    (void)reason;
+    test_env_report_close(c);
+}
+
+static const nl_conn_cbs_t srv_cbs = {.on_connected = srv_connected, .on_close = srv_close};
+
+static void sub_message(nl_conn_t *c, nl_buf_t *in)
+{
+    sub_t *s = nl_conn_ctx(c);
+    const fan_t *f = s->f;
+    size_t total = f->rounds * f->block_bytes;
+    const uint8_t *p = (const uint8_t *)nl_buf_peek(in);
+    size_t n = nl_buf_readable(in);
+    for (size_t k = 0; k < n && !s->is_mismatch; k++)
+        s->is_mismatch = s->recvd + k >= total || p[k] != stream_byte(f, s->recvd + k);
+    s->recvd += n;
+    nl_buf_retrieve_all(in);
+    if (s->recvd == total)
+        s->f->n_done++;
+}
+
+static const nl_conn_cbs_t sub_cbs = {.on_message = sub_message};
+
+static bool fan_done(test_env_t *e)
+{
+    const fan_t *f = e->test;
+    return f->n_done == f->n_conns;
+}
+
+static bool srv_all_closed(test_env_t *e)
+{
+    const fan_t *f = e->test;
+    return e->srv_closed == f->n_srv;
+}
+
+/* Runs one fan-out and checks every client's stream; returns the loop's figures. */
+static nl_conn_loop_stats_t fan_run(void **state, fan_t *f)
+{
+    test_env_t *e = *state;
+    f->e = e;
+    e->test = f;
+    test_env_serve(e, 0, &srv_cbs, 0);
+    for (size_t i = 0; i < f->n_conns; i++) {
+        f->subs[i].f = f;
+        f->subs[i].cl = test_env_client(e, &sub_cbs, &f->subs[i]);
+    }
+    test_env_run_until(e, fan_done);
+    for (size_t i = 0; i < f->n_conns; i++) {
+        assert_false(f->subs[i].is_mismatch);
+        assert_int_equal(f->subs[i].recvd, f->rounds * f->block_bytes);
+    }
+    nl_conn_loop_stats_t cs;
+    nl_conn_get_loop_stats(e->loop, &cs);
+    for (size_t i = 0; i < f->n_conns; i++)
+        nl_client_close(f->subs[i].cl);
+    test_env_run_until(e, srv_all_closed);
+    return cs;
+}
+
+/* 600 connections x 20 rounds of 100 bytes: each flush is three ring submits (256 + 256 +
+ * 88), every send accepted whole. */
+static void test_nl_batch_small_blocks(void **state)
+{
+    fan_t *f = calloc(1, sizeof(*f));
+    assert_non_null(f);
+    *f = (fan_t){.n_conns = 600, .rounds = 20, .block_bytes = 100, .is_batched = true};
+    nl_conn_loop_stats_t cs = fan_run(state, f);
+    if (is_uring_forbidden) {
+        assert_int_equal(cs.batch_submits, 0);
+        assert_int_equal(cs.batch_sends, 0);
+    } else {
+        assert_int_equal(cs.batch_sends, 600 * 20);
+        assert_int_equal(cs.batch_submits, 3 * 20);
+    }
+    free(f);
+}
+
+/* 64 connections x 200 rounds of 16 KiB (3.2 MB each) with nobody reading during the
+ * fan-out: the sockets fill, the ring returns short sends and -EAGAIN, and the rest waits for
+ * the socket. */
+static void test_nl_batch_full_sockets(void **state)
+{
+    fan_t *f = calloc(1, sizeof(*f));
+    assert_non_null(f);
+    *f = (fan_t){.n_conns = 64, .rounds = 200, .block_bytes = 16384, .is_batched = true};
+    nl_conn_loop_stats_t cs = fan_run(state, f);
+    assert_int_equal(f->n_refused, 64);
+    if (is_uring_forbidden)
+        assert_int_equal(cs.batch_sends, 0);
+    else
+        assert_true(cs.batch_sends >= 64);
+    free(f);
+}
+
+/* Batching off: the same bytes, one send per connection. */
+static void test_nl_batch_off(void **state)
+{
+    fan_t *f = calloc(1, sizeof(*f));
+    assert_non_null(f);
+    *f = (fan_t){.n_conns = 600, .rounds = 20, .block_bytes = 100, .is_batched = false};
+    nl_conn_loop_stats_t cs = fan_run(state, f);
+    assert_int_equal(cs.batch_submits, 0);
+    assert_int_equal(cs.batch_sends, 0);
+    assert_true(cs.writev_calls >= 600 * 20);
+    free(f);
+}
+
+/* Makes io_uring_setup fail with EPERM in this process from now on (seccomp filter). */
+static void forbid_io_uring(void)
+{
+    struct sock_filter code[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_io_uring_setup, 0, 1),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA)),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    };
+    struct sock_fprog prog = {.len = sizeof(code) / sizeof(code[0]), .filter = code};
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
+        prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) != 0) {
+        perror("seccomp");
+        exit(1);
+    }
+}
+
+/* The batched tests need io_uring; a machine that forbids it fails them rather than passing
+ * them untested. */
+static int uring_check(void **state)
+{
+    (void)state;
+    struct io_uring_params p;
+    memset(&p, 0, sizeof(p));
+    long fd = syscall(__NR_io_uring_setup, 4, &p);
+    if (is_uring_forbidden) {
+        assert_true(fd < 0 && errno == EPERM);
+        return 0;
+    }
+    if (fd < 0) {
+        fprintf(stderr, "io_uring_setup: %s: this machine cannot test batched sends\n",
+                strerror(errno));
+        return -1;
+    }
+    close((int)fd);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1 && strcmp(argv[1], "--forbid-io-uring") == 0) {
+        is_uring_forbidden = true;
+        forbid_io_uring();
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_nl_batch_small_blocks, test_env_setup,
+                                        test_env_teardown),
+        cmocka_unit_test_setup_teardown(test_nl_batch_full_sockets, test_env_setup,
+                                        test_env_teardown),
+        cmocka_unit_test_setup_teardown(test_nl_batch_off, test_env_setup, test_env_teardown),
+    };
+    return cmocka_run_group_tests(tests, uring_check, NULL);
+}
