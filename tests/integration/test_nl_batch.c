@@ -5,6 +5,8 @@
  * checks that it got every byte of every round in order.
  *
  * - small blocks that always fit: every send goes through the ring, none one by one;
+ * - 40 small blocks per connection per flush: copied into the batch's arena, one send each,
+ *   and a full arena submits early;
  * - 16 KiB blocks that fill the sockets: the ring's partial sends and -EAGAIN must leave the
  *   rest queued and written later, in order;
  * - batching turned off: the same bytes, no batched send;
@@ -58,6 +60,7 @@ struct fan_s {
     test_env_t *e;
     size_t n_conns;
     size_t rounds;
+    size_t pieces; /* blocks per connection per round (flush); 0 means 1 */
     size_t block_bytes;
     bool is_batched;
     nl_conn_t *srv[MAX_CONNS];
@@ -70,8 +73,13 @@ struct fan_s {
 /* Byte k of the stream every client receives. */
 static uint8_t stream_byte(const fan_t *f, size_t k)
 {
-    size_t round = k / f->block_bytes;
-    return (uint8_t)(round * 131 + (k % f->block_bytes) * 7 + 1);
+    size_t block = k / f->block_bytes;
+    return (uint8_t)(block * 131 + (k % f->block_bytes) * 7 + 1);
+}
+
+static size_t stream_len(const fan_t *f)
+{
+    return f->rounds * (f->pieces ? f->pieces : 1) * f->block_bytes;
 }
 
 static void fan_out(void *arg)
@@ -79,14 +87,18 @@ static void fan_out(void *arg)
     fan_t *f = arg;
     nl_loop_t *loop = f->e->loop;
     nl_conn_set_batch_sends(loop, f->is_batched);
+    size_t pieces = f->pieces ? f->pieces : 1;
     for (size_t r = 0; r < f->rounds; r++) {
-        nl_block_t *b = nl_block_new(f->block_bytes);
-        assert_non_null(b);
-        for (size_t k = 0; k < f->block_bytes; k++)
-            nl_block_data(b)[k] = (char)stream_byte(f, r * f->block_bytes + k);
-        for (size_t i = 0; i < f->n_srv; i++)
-            assert_int_equal(nl_conn_send_block(f->srv[i], b), 0);
-        nl_block_unref(b);
+        for (size_t p = 0; p < pieces; p++) {
+            nl_block_t *b = nl_block_new(f->block_bytes);
+            assert_non_null(b);
+            size_t at = (r * pieces + p) * f->block_bytes;
+            for (size_t k = 0; k < f->block_bytes; k++)
+                nl_block_data(b)[k] = (char)stream_byte(f, at + k);
+            for (size_t i = 0; i < f->n_srv; i++)
+                assert_int_equal(nl_conn_send_block(f->srv[i], b), 0);
+            nl_block_unref(b);
+        }
         nl_conn_flush_loop(loop);
     }
     for (size_t i = 0; i < f->n_srv; i++)
@@ -119,7 +131,7 @@ static void sub_message(nl_conn_t *c, nl_buf_t *in)
 {
     sub_t *s = nl_conn_ctx(c);
     const fan_t *f = s->f;
-    size_t total = f->rounds * f->block_bytes;
+    size_t total = stream_len(f);
     const uint8_t *p = (const uint8_t *)nl_buf_peek(in);
     size_t n = nl_buf_readable(in);
     for (size_t k = 0; k < n && !s->is_mismatch; k++)
@@ -158,7 +170,7 @@ static nl_conn_loop_stats_t fan_run(void **state, fan_t *f)
     test_env_run_until(e, fan_done);
     for (size_t i = 0; i < f->n_conns; i++) {
         assert_false(f->subs[i].is_mismatch);
-        assert_int_equal(f->subs[i].recvd, f->rounds * f->block_bytes);
+        assert_int_equal(f->subs[i].recvd, stream_len(f));
     }
     nl_conn_loop_stats_t cs;
     nl_conn_get_loop_stats(e->loop, &cs);
@@ -182,6 +194,26 @@ static void test_nl_batch_small_blocks(void **state)
     } else {
         assert_int_equal(cs.batch_sends, 600 * 20);
         assert_int_equal(cs.batch_submits, 3 * 20);
+    }
+    free(f);
+}
+
+/* 300 connections x 10 rounds of 40 blocks of 100 bytes: each connection's 40 pieces are
+ * copied into the batch's arena and sent as one; 131 connections fill the 512 KiB arena, so
+ * a flush takes three submits where the 256-entry ring alone would take two. */
+static void test_nl_batch_coalesced(void **state)
+{
+    fan_t *f = calloc(1, sizeof(*f));
+    assert_non_null(f);
+    *f =
+        (fan_t){.n_conns = 300, .rounds = 10, .pieces = 40, .block_bytes = 100, .is_batched = true};
+    nl_conn_loop_stats_t cs = fan_run(state, f);
+    assert_int_equal(cs.coalesced_writes, 300 * 10);
+    if (is_uring_forbidden) {
+        assert_int_equal(cs.batch_sends, 0);
+    } else {
+        assert_int_equal(cs.batch_sends, 300 * 10);
+        assert_int_equal(cs.batch_submits, 3 * 10);
     }
     free(f);
 }
@@ -263,6 +295,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_nl_batch_small_blocks, test_env_setup,
                                         test_env_teardown),
+        cmocka_unit_test_setup_teardown(test_nl_batch_coalesced, test_env_setup, test_env_teardown),
         cmocka_unit_test_setup_teardown(test_nl_batch_full_sockets, test_env_setup,
                                         test_env_teardown),
         cmocka_unit_test_setup_teardown(test_nl_batch_off, test_env_setup, test_env_teardown),

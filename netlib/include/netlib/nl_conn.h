@@ -168,7 +168,8 @@ typedef struct nl_conn_loop_stats_s {
 void nl_conn_get_loop_stats(nl_loop_t *loop, nl_conn_loop_stats_t *out);
 
 /* Batched sends (on by default): a flush that writes to several connections hands their
- * one-piece writes to the kernel in one system call per 256 (io_uring) instead of one each.
+ * writes (one piece, or small pieces copied into one) to the kernel in one system call per
+ * 256 connections (io_uring) instead of one each; large multi-piece writes go one by one.
  * Where the kernel lacks io_uring or forbids it, the loop logs batch_sends_unavailable once
  * and sends one by one. Bytes, order and callbacks are the same either way.
  * Thread: loop's owner. */
