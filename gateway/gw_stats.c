@@ -212,6 +212,7 @@ static void sum_loops(const gw_stats_snapshot_t *snap, totals_t *t)
         t->conn.writev_calls += l->conn.writev_calls;
         t->conn.batch_submits += l->conn.batch_submits;
         t->conn.batch_sends += l->conn.batch_sends;
+        t->conn.short_writes += l->conn.short_writes;
         t->conn.send_to_dropped += l->conn.send_to_dropped;
         t->channels += l->channels;
         t->subscriptions += l->subscriptions;
@@ -280,13 +281,16 @@ static void render_sessions(gw_metrics_t *w, const totals_t *t, const gw_stats_s
                        t->conn.bytes_in);
     gw_metrics_counter(w, "herald_bytes_out_total", "Bytes written to clients.", NULL,
                        t->conn.bytes_out);
-    gw_metrics_counter(w, "herald_writev_calls_total", "Output system calls, one per write.",
-                       NULL, t->conn.writev_calls);
+    gw_metrics_counter(w, "herald_writev_calls_total", "Output system calls, one per write.", NULL,
+                       t->conn.writev_calls);
     gw_metrics_counter(w, "herald_batch_submits_total",
                        "Output system calls that wrote to many connections (io_uring).", NULL,
                        t->conn.batch_submits);
-    gw_metrics_counter(w, "herald_batch_sends_total", "Writes made by batched system calls.",
-                       NULL, t->conn.batch_sends);
+    gw_metrics_counter(w, "herald_batch_sends_total", "Writes made by batched system calls.", NULL,
+                       t->conn.batch_sends);
+    gw_metrics_counter(w, "herald_short_writes_total",
+                       "Writes the kernel took only part of: a client's socket was full.", NULL,
+                       t->conn.short_writes);
 }
 
 static void render_delivery(gw_metrics_t *w, const totals_t *t)

@@ -228,9 +228,9 @@ static void conn_pools_trim(nl__conn_loop_t *st)
     }
 }
 
-static void conn_before_sleep(nl_loop_t *loop, void *arg)
+static void conn_before_sleep(nl_loop_t *loop, void *state)
 {
-    nl__conn_loop_t *st = arg;
+    nl__conn_loop_t *st = state;
     if (st->dirty.len > 0)
         nl__conn_flush_dirty(st);
     uint64_t now_ms = nl_loop_now_ms(loop);
@@ -271,10 +271,9 @@ nl__conn_loop_t *nl__conn_loop_state(nl_loop_t *loop, bool create)
         goto fail;
     st->table_mask = NL__CONN_TABLE_MIN - 1;
     st->last_trim_ms = nl_loop_now_ms(loop);
-    if (nl_loop_add_before_sleep(loop, conn_before_sleep, st) < 0)
-        goto fail;
     m->state = st;
     m->free_state = conn_loop_free;
+    m->before_sleep = conn_before_sleep;
     return st;
 fail:
     free(st->table);

@@ -113,6 +113,7 @@ typedef struct nl__conn_loop_s {
     /* Batched sends (nl_conn_out.c): allocated by the first flush with enough connections;
      * batch_off once io_uring proved unavailable or nl_conn_set_batch_sends turned it off. */
     struct nl__conn_batch_s *batch;
+    uint64_t batch_retry_ms; /* no ring setup before this loop time (after a shortage) */
     bool is_batch_off;
     bool is_flush_posted;
     bool is_flushing; /* inside nl__conn_flush_dirty: the dirty arrays are being swapped */
@@ -135,7 +136,7 @@ typedef struct nl__conn_setup_s {
 } nl__conn_setup_t;
 
 /* Wraps a connected, non-blocking socket in a connection on loop (owner thread), CONNECTED,
- * not yet reading. Sets TCP_NODELAY. Returns: 0; -ENOMEM; -ENOSPC (no before-sleep slot left).
+ * not yet reading. Sets TCP_NODELAY. Returns: 0; -ENOMEM.
  * On failure the caller still owns fd. */
 int nl__conn_new(nl_conn_t **out, nl_loop_t *loop, int fd, const nl__conn_setup_t *setup);
 

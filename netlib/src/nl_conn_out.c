@@ -43,6 +43,9 @@
 #define NL__CONN_BATCH_MIN 2u
 /* Where a batch copies the small pieces of its connections' writes (out_coalesce's rule). */
 #define NL__CONN_BATCH_ARENA (512u * 1024u)
+/* How long a loop that could not set up its ring for lack of memory or descriptors waits
+ * before it tries again. */
+#define NL__CONN_BATCH_RETRY_MS 10000u
 /* The owned output buffer's cap is twice the high-water mark, at least 64 KiB; with no mark it
  * is the buffer default (64 MiB). Between the mark and the cap the owner has room to act. */
 #define NL__CONN_OUT_CAP_MIN (65536u + NL_BUF_PREPEND)
@@ -279,8 +282,10 @@ static int out_write(nl_conn_t *c, nl__conn_loop_t *st)
         }
         st->stats.bytes_out += (uint64_t)n;
         out_consume(c, (size_t)n);
-        if ((size_t)n < total)
+        if ((size_t)n < total) {
+            st->stats.short_writes++;
             return OUT_FULL;
+        }
     }
     return nl__conn_queued(c) > 0 ? OUT_BUDGET : 0;
 }
@@ -387,21 +392,36 @@ void nl_conn_set_batch_sends(nl_loop_t *loop, bool on)
     if (!st)
         return;
     st->is_batch_off = !on;
-    if (!on)
+    /* Inside a flush (a callback) the batch may be in use: the flush frees it at its end. */
+    if (!on && !st->is_flushing)
         nl__conn_batch_free(st);
 }
 
-/* The batch state, created on first use; NULL when batching is off or unavailable. */
+/* Whether b can take sends now: batching on and its ring alive. */
+static bool batch_live(const nl__conn_loop_t *st)
+{
+    return !st->is_batch_off && st->batch && st->batch->ring;
+}
+
+/* The batch state, created on first use; NULL when batching is off or unavailable. A kernel
+ * without io_uring (or IORING_OP_SEND) turns batching off for good; a shortage (memory,
+ * descriptors) is retried after NL__CONN_BATCH_RETRY_MS. */
 static nl__conn_batch_t *batch_get(nl__conn_loop_t *st)
 {
     if (st->batch || st->is_batch_off)
-        return st->batch;
+        return batch_live(st) ? st->batch : NULL;
+    uint64_t now_ms = nl_loop_now_ms(st->loop);
+    if (now_ms < st->batch_retry_ms)
+        return NULL;
     nl__conn_batch_t *b = malloc(sizeof(*b));
     int err = b ? nl__uring_open(&b->ring, NL__CONN_BATCH) : -ENOMEM;
     if (err < 0) {
         free(b);
-        /* Out of memory may pass; a kernel without io_uring does not. */
-        if (err != -ENOMEM) {
+        if (err == -ENOMEM || err == -EMFILE || err == -ENFILE || err == -EAGAIN) {
+            st->batch_retry_ms = now_ms + NL__CONN_BATCH_RETRY_MS;
+            NL_LOG(NL_WARN, "batch_sends_retry", "err=%s retry_ms=%u", nl_strerror(err),
+                   NL__CONN_BATCH_RETRY_MS);
+        } else {
             st->is_batch_off = true;
             NL_LOG(NL_INFO, "batch_sends_unavailable", "err=%s", nl_strerror(err));
         }
@@ -413,19 +433,39 @@ static nl__conn_batch_t *batch_get(nl__conn_loop_t *st)
     return b;
 }
 
-/* The outcome of slot i's send, as out_write's result. */
-static int batch_result(nl__conn_loop_t *st, nl_conn_t *c, int32_t res, uint32_t len)
+/* Closes the ring for good after it failed; the batch itself is freed when the flush ends. */
+static void batch_fail(nl__conn_loop_t *st, nl__conn_batch_t *b, int err)
 {
+    NL_LOG(NL_WARN, "batch_sends_failed", "err=%s", nl_strerror(err));
+    nl__uring_close(b->ring);
+    b->ring = NULL;
+    st->is_batch_off = true;
+}
+
+/* The outcome of slot i's send, as out_write's result. */
+static int batch_result(nl__conn_loop_t *st, nl__conn_batch_t *b, nl_conn_t *c, int32_t res,
+                        uint32_t len)
+{
+    if (res == -EINVAL || res == -EOPNOTSUPP) {
+        /* The ring refused the operation itself (a kernel without IORING_OP_SEND that the
+         * probe missed): nothing was sent. The plain way reports the socket's own error. */
+        if (b->ring)
+            batch_fail(st, b, res);
+        return out_write(c, st);
+    }
     if (res == -EINTR || res == -ECANCELED)
         return out_write(c, st); /* never sent: the plain way */
     if (res < 0)
-        return res == -EAGAIN ? OUT_FULL : res;
+        return res == -EAGAIN ? OUT_FULL : res; /* -EIO: unknown whether sent; close */
     st->stats.batch_sends++;
     st->stats.bytes_out += (uint64_t)res;
     out_consume(c, (size_t)res);
-    if ((uint32_t)res < len)
+    if ((uint32_t)res < len) {
+        st->stats.short_writes++;
         return OUT_FULL;
-    /* A callback settled earlier in this batch may have queued more. */
+    }
+    /* More than the batch took: the queue had more pieces than one write holds, or a
+     * callback settled earlier in this batch queued more. */
     return nl__conn_queued(c) > 0 ? out_write(c, st) : 0;
 }
 
@@ -435,26 +475,16 @@ static void batch_submit(nl__conn_loop_t *st, nl__conn_batch_t *b)
     if (n == 0)
         return;
     int err = nl__uring_submit(b->ring, b->res);
-    st->stats.batch_submits++;
-    if (err < 0) {
-        /* Unsent slots hold -ECANCELED and go the plain way; the ring may hold stale
-         * entries, so it is not used again. */
-        NL_LOG(NL_WARN, "batch_sends_failed", "err=%s", nl_strerror(err));
-        nl__uring_close(b->ring);
-        b->ring = NULL;
-        st->is_batch_off = true;
-    }
+    if (err < 0)
+        batch_fail(st, b, err); /* the ring may hold stale entries: never used again */
+    else
+        st->stats.batch_submits++;
     for (unsigned i = 0; i < n; i++) {
         nl_conn_t *c = b->conn[i];
         if (c->state != NL_CONN_DISCONNECTED)
-            out_settle(c, batch_result(st, c, b->res[i], b->len[i]));
+            out_settle(c, batch_result(st, b, c, b->res[i], b->len[i]));
     }
     b->arena_used = 0;
-    if (!b->ring) {
-        free(b->arena);
-        free(b);
-        st->batch = NULL;
-    }
 }
 
 /* batch_piece's answers besides 0 (c takes the plain path). */
@@ -497,6 +527,7 @@ static uint32_t flush_batched(nl__conn_loop_t *st, nl__conn_vec_t *v)
     nl__conn_batch_t *b = v->len >= NL__CONN_BATCH_MIN ? batch_get(st) : NULL;
     if (!b)
         return v->len;
+    /* b stays allocated until the flush ends; batch_live says whether it still sends. */
     uint32_t rest = 0;
     for (uint32_t i = 0; i < v->len; i++) {
         nl_conn_t *c = v->items[i];
@@ -504,13 +535,13 @@ static uint32_t flush_batched(nl__conn_loop_t *st, nl__conn_vec_t *v)
             continue;
         const void *piece = NULL;
         size_t total = 0;
-        int got = st->batch ? batch_piece(st, b, c, &piece, &total) : 0;
+        int got = batch_live(st) ? batch_piece(st, b, c, &piece, &total) : 0;
         if (got == PIECE_ARENA_FULL) {
             /* Send what the arena holds (callbacks run), then look at c afresh. */
             batch_submit(st, b);
             if (c->state == NL_CONN_DISCONNECTED || (c->flags & NL__CONN_WRITE_ARMED))
                 continue;
-            got = st->batch ? batch_piece(st, b, c, &piece, &total) : 0;
+            got = batch_live(st) ? batch_piece(st, b, c, &piece, &total) : 0;
         }
         if (got != PIECE_READY) {
             v->items[rest++] = c;
@@ -523,7 +554,7 @@ static uint32_t flush_batched(nl__conn_loop_t *st, nl__conn_vec_t *v)
         if (slot + 1 == NL__CONN_BATCH)
             batch_submit(st, b);
     }
-    if (st->batch)
+    if (batch_live(st))
         batch_submit(st, b);
     return rest;
 }
@@ -556,6 +587,8 @@ void nl__conn_flush_dirty(nl__conn_loop_t *st)
         st->dirty_spare = batch;
     }
     st->is_flushing = false;
+    if (st->batch && !batch_live(st))
+        nl__conn_batch_free(st); /* turned off, or its ring failed, during the flush */
     nl__conn_flush_soon(st);
 }
 

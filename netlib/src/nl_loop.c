@@ -2,7 +2,8 @@
  * nl_loop: the event loop (see nl_loop.h). One iteration:
  *
  *   epoll_wait -> cache the time -> dispatch ready fds -> run due timers -> run posted closures
- *   -> before-sleep hooks -> finish deferred handles (close callbacks, frees)
+ *   -> before-sleep hooks -> modules' before-sleep (the connections' output flush)
+ *   -> finish deferred handles (close callbacks, frees)
  *
  * Costs that matter for the pingpong benchmark: the clock is read once per iteration (after
  * epoll_wait), epoll_ctl runs only when an fd's interest really changes, the timerfd is
@@ -524,6 +525,11 @@ static int loop_iterate(nl_loop_t *loop, int timeout_ms)
     loop_run_posts(loop);
     for (int i = 0; i < loop->hook_count; i++)
         loop->hooks[i].fn(loop, loop->hooks[i].arg);
+    for (int m = 0; m < NL__MODULE_COUNT; m++) {
+        nl__loop_module_t *mod = nl__loop_module(loop, m);
+        if (mod->state && mod->before_sleep)
+            mod->before_sleep(loop, mod->state);
+    }
     loop_run_deferred(loop);
     loop->iterations++;
     loop_sample_lag(loop);

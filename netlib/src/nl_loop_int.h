@@ -57,10 +57,14 @@ void nl__loop_handle_closed(nl_loop_t *loop);
 void nl__loop_defer(nl_loop_t *loop, nl__deferred_t *d);
 
 /* A module's per-loop state, created lazily by the module and freed by nl_loop_free (after the
- * handle check passed). netlib has one such module today: connections (nl_conn.c). */
+ * handle check passed). netlib has one such module today: connections (nl_conn.c).
+ * before_sleep (optional) runs after every hook added with nl_loop_add_before_sleep, whenever
+ * the module's state was created, so the connections' flush sends what those hooks queued
+ * in the same iteration. */
 typedef struct nl__loop_module_s {
     void *state;
     void (*free_state)(void *state);
+    void (*before_sleep)(nl_loop_t *loop, void *state);
 } nl__loop_module_t;
 
 enum { NL__MODULE_CONN = 0, NL__MODULE_COUNT };

@@ -20,6 +20,8 @@
 /* io_uring_enter calls in a row that neither submit nor complete anything before a submit
  * gives up. */
 #define NL__URING_IDLE_MAX 64
+/* A slot's result before its completion arrives. */
+#define NO_RESULT INT32_MIN
 
 struct nl__uring_s {
     int fd;
@@ -43,9 +45,10 @@ struct nl__uring_s {
 
 static int uring_setup(unsigned entries, struct io_uring_params *p)
 {
-    /* One thread submits, and nothing needs an interrupt to complete: both flags only save
-     * the kernel work. Kernels before 6.0 reject them, so retry without. */
-    static const unsigned flag_sets[] = {IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_COOP_TASKRUN, 0};
+    /* Nothing needs an interrupt to complete, so task work may wait for the next enter
+     * (saves the kernel an IPI); kernels before 5.19 reject the flag, so retry without.
+     * Not SINGLE_ISSUER: a loop may be run by another thread than the one that set it up. */
+    static const unsigned flag_sets[] = {IORING_SETUP_COOP_TASKRUN, 0};
     for (size_t i = 0; i < sizeof(flag_sets) / sizeof(flag_sets[0]); i++) {
         memset(p, 0, sizeof(*p));
         p->flags = flag_sets[i];
@@ -56,6 +59,21 @@ static int uring_setup(unsigned entries, struct io_uring_params *p)
             return -errno;
     }
     return -EINVAL;
+}
+
+/* Whether the kernel knows IORING_OP_SEND (5.6+): io_uring itself exists from 5.1, and on
+ * 5.1-5.5 every send would fail with -EINVAL. */
+static bool uring_has_send(int fd)
+{
+    enum { PROBE_OPS = 256 };
+    struct io_uring_probe *p = calloc(1, sizeof(*p) + PROBE_OPS * sizeof(struct io_uring_probe_op));
+    if (!p)
+        return false;
+    bool ok = syscall(__NR_io_uring_register, fd, IORING_REGISTER_PROBE, p, PROBE_OPS) == 0 &&
+              p->last_op >= IORING_OP_SEND &&
+              (p->ops[IORING_OP_SEND].flags & IO_URING_OP_SUPPORTED) != 0;
+    free(p);
+    return ok;
 }
 
 static void *uring_map(int fd, size_t len, off_t what)
@@ -91,6 +109,11 @@ int nl__uring_open(nl__uring_t **out, unsigned entries)
         int err = r->fd;
         free(r);
         return err;
+    }
+    if (!uring_has_send(r->fd)) {
+        close(r->fd);
+        free(r);
+        return -EOPNOTSUPP;
     }
     r->sq_map_len = p.sq_off.array + p.sq_entries * sizeof(unsigned);
     r->cq_map_len = p.cq_off.cqes + p.cq_entries * sizeof(struct io_uring_cqe);
@@ -177,7 +200,7 @@ int nl__uring_submit(nl__uring_t *r, int32_t *res)
     if (n == 0)
         return 0;
     for (unsigned i = 0; i < n; i++)
-        res[i] = -ECANCELED;
+        res[i] = NO_RESULT;
     __atomic_store_n(r->sq_ktail, r->sq_tail, __ATOMIC_RELEASE);
     unsigned submitted = 0;
     unsigned done = 0;
@@ -204,6 +227,11 @@ int nl__uring_submit(nl__uring_t *r, int32_t *res)
             break;
         }
     }
+    /* Slots that never reached the kernel were not sent; those that did and never completed
+     * may have been, in part. */
+    for (unsigned i = 0; i < n; i++)
+        if (res[i] == NO_RESULT)
+            res[i] = i < submitted ? -EIO : -ECANCELED;
     r->pending = 0;
     return err;
 }

@@ -25,7 +25,8 @@ typedef struct nl__uring_s nl__uring_t;
 
 /* Creates a ring for up to entries sends per submit (a power of two). Returns 0, or a
  * negative errno: -ENOSYS or -EPERM where io_uring is missing or forbidden (old kernel,
- * seccomp, kernel.io_uring_disabled), -ENOMEM. The caller then writes one call per send. */
+ * seccomp, kernel.io_uring_disabled), -EOPNOTSUPP where the kernel lacks IORING_OP_SEND
+ * (before 5.6), -ENOMEM, -EMFILE. The caller then writes one call per send. */
 int nl__uring_open(nl__uring_t **out, unsigned entries);
 
 void nl__uring_close(nl__uring_t *r);
@@ -41,8 +42,9 @@ int nl__uring_prep_send(nl__uring_t *r, int fd, const void *buf, uint32_t len, i
 /*
  * Submits every prepared send and waits for all of them. res[i] gets slot i's result: bytes
  * sent, or a negative errno (-EAGAIN for a full socket). Returns 0, or a negative errno when
- * the ring itself failed; then the slots that never reached the kernel hold -ECANCELED, the
- * others their results, and the ring must be closed (it may hold stale entries).
+ * the ring itself failed; then slots that never reached the kernel hold -ECANCELED (not
+ * sent), slots submitted but never completed hold -EIO (perhaps partly sent), the others
+ * their results, and the ring must be closed (it may hold stale entries).
  */
 int nl__uring_submit(nl__uring_t *r, int32_t *res);
 

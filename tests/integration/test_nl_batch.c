@@ -63,6 +63,10 @@ struct fan_s {
     size_t pieces; /* blocks per connection per round (flush); 0 means 1 */
     size_t block_bytes;
     bool is_batched;
+    bool is_off_in_callback; /* the first on_write_complete turns batching off */
+    bool is_hook_test;       /* queue without flushing; a before-sleep hook looks */
+    size_t wc_calls;
+    uint64_t fanout_short_writes; /* short writes by the end of the fan-out (all flushes) */
     nl_conn_t *srv[MAX_CONNS];
     size_t n_srv;
     sub_t subs[MAX_CONNS];
@@ -82,11 +86,31 @@ static size_t stream_len(const fan_t *f)
     return f->rounds * (f->pieces ? f->pieces : 1) * f->block_bytes;
 }
 
+/* The hook test's before-sleep hook: what the first server connection had queued when it ran.
+ * Static, because the hook outlives the test's state (it stays on the loop until teardown). */
+static nl_conn_t *hook_conn;
+static size_t hook_queued;
+
+static void hook_look(nl_loop_t *loop, void *arg)
+{
+    (void)loop;
+    (void)arg;
+    if (hook_conn) {
+        hook_queued = nl_conn_output_bytes(hook_conn);
+        hook_conn = NULL;
+    }
+}
+
 static void fan_out(void *arg)
 {
     fan_t *f = arg;
     nl_loop_t *loop = f->e->loop;
     nl_conn_set_batch_sends(loop, f->is_batched);
+    if (f->is_hook_test) {
+        /* Added long after the connections' state (and its flush) exists on this loop. */
+        hook_conn = f->srv[0];
+        assert_int_equal(nl_loop_add_before_sleep(loop, hook_look, NULL), 0);
+    }
     size_t pieces = f->pieces ? f->pieces : 1;
     for (size_t r = 0; r < f->rounds; r++) {
         for (size_t p = 0; p < pieces; p++) {
@@ -99,10 +123,14 @@ static void fan_out(void *arg)
                 assert_int_equal(nl_conn_send_block(f->srv[i], b), 0);
             nl_block_unref(b);
         }
-        nl_conn_flush_loop(loop);
+        if (!f->is_hook_test)
+            nl_conn_flush_loop(loop);
     }
     for (size_t i = 0; i < f->n_srv; i++)
         f->n_refused += nl_conn_output_bytes(f->srv[i]) > 0;
+    nl_conn_loop_stats_t cs;
+    nl_conn_get_loop_stats(loop, &cs);
+    f->fanout_short_writes = cs.short_writes;
 }
 
 static void srv_connected(nl_conn_t *c)
@@ -110,10 +138,13 @@ static void srv_connected(nl_conn_t *c)
     test_env_t *e = nl_conn_ctx(c);
     fan_t *f = e->test;
     assert_true(f->n_srv < f->n_conns);
-    /* Loopback starts a socket's send buffer at megabytes; a fixed small one makes the 16 KiB
-     * rounds overflow it. */
+    /* Loopback starts a socket's send buffer at megabytes; a fixed small one makes the large
+     * rounds overflow it. With Nagle on, sends share segments, so the buffer fills in the
+     * middle of one and the kernel takes part of it (with TCP_NODELAY every send is its own
+     * segment and the buffer fills between two). */
     int sndbuf = 32768;
     assert_int_equal(setsockopt(nl_conn_fd(c), SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf)), 0);
+    assert_int_equal(nl_conn_set_nodelay(c, false), 0);
     f->srv[f->n_srv++] = c;
     if (f->n_srv == f->n_conns)
         assert_int_equal(nl_loop_post(e->loop, fan_out, f), 0);
@@ -125,7 +156,17 @@ static void srv_close(nl_conn_t *c, int reason)
     test_env_report_close(c);
 }
 
-static const nl_conn_cbs_t srv_cbs = {.on_connected = srv_connected, .on_close = srv_close};
+/* Runs inside the flush's batch, between the settling of two of its sends. */
+static void srv_write_complete(nl_conn_t *c)
+{
+    test_env_t *e = nl_conn_ctx(c);
+    fan_t *f = e->test;
+    if (f->wc_calls++ == 0 && f->is_off_in_callback)
+        nl_conn_set_batch_sends(e->loop, false);
+}
+
+static const nl_conn_cbs_t srv_cbs = {
+    .on_connected = srv_connected, .on_write_complete = srv_write_complete, .on_close = srv_close};
 
 static void sub_message(nl_conn_t *c, nl_buf_t *in)
 {
@@ -198,40 +239,81 @@ static void test_nl_batch_small_blocks(void **state)
     free(f);
 }
 
-/* 300 connections x 10 rounds of 40 blocks of 100 bytes: each connection's 40 pieces are
- * copied into the batch's arena and sent as one; 131 connections fill the 512 KiB arena, so
- * a flush takes three submits where the 256-entry ring alone would take two. */
+/* 300 connections x 5 rounds of 100 blocks of 100 bytes (50 KB each: no socket fills). One
+ * write holds 63 pieces: those are copied into the batch's arena and sent as one, and the
+ * other 37 follow by the plain path (copied into one as well). 83 connections fill the
+ * 512 KiB arena, so a flush takes four submits where the 256-entry ring alone would take
+ * two. */
 static void test_nl_batch_coalesced(void **state)
 {
     fan_t *f = calloc(1, sizeof(*f));
     assert_non_null(f);
     *f =
-        (fan_t){.n_conns = 300, .rounds = 10, .pieces = 40, .block_bytes = 100, .is_batched = true};
+        (fan_t){.n_conns = 300, .rounds = 5, .pieces = 100, .block_bytes = 100, .is_batched = true};
     nl_conn_loop_stats_t cs = fan_run(state, f);
-    assert_int_equal(cs.coalesced_writes, 300 * 10);
+    assert_int_equal(cs.coalesced_writes, 2 * 300 * 5);
     if (is_uring_forbidden) {
         assert_int_equal(cs.batch_sends, 0);
     } else {
-        assert_int_equal(cs.batch_sends, 300 * 10);
-        assert_int_equal(cs.batch_submits, 3 * 10);
+        assert_int_equal(cs.batch_sends, 300 * 5);
+        assert_int_equal(cs.writev_calls, 300 * 5);
+        assert_int_equal(cs.batch_submits, 4 * 5);
     }
     free(f);
 }
 
-/* 64 connections x 200 rounds of 16 KiB (3.2 MB each) with nobody reading during the
- * fan-out: the sockets fill, the ring returns short sends and -EAGAIN, and the rest waits for
- * the socket. */
+/* 64 connections x 300 rounds of 10,000 bytes (3 MB each) with nobody reading during the
+ * fan-out: the sockets fill, the flushes get short sends (10,000 does not divide the kernel's
+ * 64 KiB segments, so a send is cut mid-block) and -EAGAIN, and the rest waits for the
+ * socket. */
 static void test_nl_batch_full_sockets(void **state)
 {
     fan_t *f = calloc(1, sizeof(*f));
     assert_non_null(f);
-    *f = (fan_t){.n_conns = 64, .rounds = 200, .block_bytes = 16384, .is_batched = true};
+    *f = (fan_t){.n_conns = 64, .rounds = 300, .block_bytes = 10000, .is_batched = true};
     nl_conn_loop_stats_t cs = fan_run(state, f);
     assert_int_equal(f->n_refused, 64);
+    /* Every write of the fan-out went through a flush: through the ring when it exists. */
+    assert_true(f->fanout_short_writes > 0);
     if (is_uring_forbidden)
         assert_int_equal(cs.batch_sends, 0);
     else
         assert_true(cs.batch_sends >= 64);
+    free(f);
+}
+
+/* A callback inside a batch turns batching off: the batch finishes, its memory is freed only
+ * when the flush ends (ASan sees any use after), and later flushes send one by one. */
+static void test_nl_batch_off_in_callback(void **state)
+{
+    fan_t *f = calloc(1, sizeof(*f));
+    assert_non_null(f);
+    *f = (fan_t){.n_conns = 300,
+                 .rounds = 5,
+                 .block_bytes = 100,
+                 .is_batched = true,
+                 .is_off_in_callback = true};
+    nl_conn_loop_stats_t cs = fan_run(state, f);
+    assert_true(f->wc_calls >= 300 * 5);
+    if (!is_uring_forbidden) {
+        /* The first submit's 256 sends, then none. */
+        assert_int_equal(cs.batch_sends, 256);
+        assert_int_equal(cs.batch_submits, 1);
+    }
+    free(f);
+}
+
+/* A before-sleep hook added after the connections' flush exists still runs before it, so
+ * what a hook queues (herald's cross-loop fan-out) leaves in the same iteration. */
+static void test_nl_batch_hooks_before_flush(void **state)
+{
+    fan_t *f = calloc(1, sizeof(*f));
+    assert_non_null(f);
+    *f = (fan_t){
+        .n_conns = 4, .rounds = 1, .block_bytes = 100, .is_batched = true, .is_hook_test = true};
+    hook_queued = 0;
+    (void)fan_run(state, f);
+    assert_int_equal(hook_queued, 100);
     free(f);
 }
 
@@ -297,6 +379,10 @@ int main(int argc, char **argv)
                                         test_env_teardown),
         cmocka_unit_test_setup_teardown(test_nl_batch_coalesced, test_env_setup, test_env_teardown),
         cmocka_unit_test_setup_teardown(test_nl_batch_full_sockets, test_env_setup,
+                                        test_env_teardown),
+        cmocka_unit_test_setup_teardown(test_nl_batch_off_in_callback, test_env_setup,
+                                        test_env_teardown),
+        cmocka_unit_test_setup_teardown(test_nl_batch_hooks_before_flush, test_env_setup,
                                         test_env_teardown),
         cmocka_unit_test_setup_teardown(test_nl_batch_off, test_env_setup, test_env_teardown),
     };

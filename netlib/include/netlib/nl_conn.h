@@ -164,6 +164,7 @@ typedef struct nl_conn_loop_stats_s {
     uint64_t coalesced_writes; /* writes whose small pieces were copied into one buffer */
     uint64_t batch_submits;    /* system calls that sent for many connections (io_uring) */
     uint64_t batch_sends;      /* sends made by those calls */
+    uint64_t short_writes;     /* writes the kernel took only part of: the socket filled */
 } nl_conn_loop_stats_t;
 void nl_conn_get_loop_stats(nl_loop_t *loop, nl_conn_loop_stats_t *out);
 
