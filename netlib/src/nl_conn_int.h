@@ -113,7 +113,8 @@ typedef struct nl__conn_loop_s {
     /* Batched sends (nl_conn_out.c): allocated by the first flush with enough connections;
      * batch_off once io_uring proved unavailable or nl_conn_set_batch_sends turned it off. */
     struct nl__conn_batch_s *batch;
-    uint64_t batch_retry_ms; /* no ring setup before this loop time (after a shortage) */
+    uint64_t batch_retry_ms;       /* no ring setup before this loop time (after a shortage) */
+    uint32_t batch_retry_delay_ms; /* the last wait after a shortage; 0 after a success */
     bool is_batch_off;
     bool is_flush_posted;
     bool is_flushing; /* inside nl__conn_flush_dirty: the dirty arrays are being swapped */

@@ -44,8 +44,9 @@
 /* Where a batch copies the small pieces of its connections' writes (out_coalesce's rule). */
 #define NL__CONN_BATCH_ARENA (512u * 1024u)
 /* How long a loop that could not set up its ring for lack of memory or descriptors waits
- * before it tries again. */
+ * before it tries again: doubling from the first to the last after each failure in a row. */
 #define NL__CONN_BATCH_RETRY_MS 10000u
+#define NL__CONN_BATCH_RETRY_MAX_MS 600000u
 /* The owned output buffer's cap is twice the high-water mark, at least 64 KiB; with no mark it
  * is the buffer default (64 MiB). Between the mark and the cap the owner has room to act. */
 #define NL__CONN_OUT_CAP_MIN (65536u + NL_BUF_PREPEND)
@@ -337,11 +338,13 @@ void nl__conn_handle_write(nl_conn_t *c)
     out_settle(c, out_write(c, nl__conn_st(c)));
 }
 
+/* Only keeps the loop from sleeping: the flush itself is the loop's module before-sleep step,
+ * which runs after every hook, so what a hook queues (a fan-out to other loops) still goes
+ * first. */
 static void conn_flush_posted(void *arg)
 {
     nl__conn_loop_t *st = arg;
     st->is_flush_posted = false;
-    nl__conn_flush_dirty(st);
 }
 
 void nl__conn_flush_soon(nl__conn_loop_t *st)
@@ -405,7 +408,7 @@ static bool batch_live(const nl__conn_loop_t *st)
 
 /* The batch state, created on first use; NULL when batching is off or unavailable. A kernel
  * without io_uring (or IORING_OP_SEND) turns batching off for good; a shortage (memory,
- * descriptors) is retried after NL__CONN_BATCH_RETRY_MS. */
+ * descriptors) is retried after 10 s, then 20 s, and so on up to 10 min. */
 static nl__conn_batch_t *batch_get(nl__conn_loop_t *st)
 {
     if (st->batch || st->is_batch_off)
@@ -418,9 +421,13 @@ static nl__conn_batch_t *batch_get(nl__conn_loop_t *st)
     if (err < 0) {
         free(b);
         if (err == -ENOMEM || err == -EMFILE || err == -ENFILE || err == -EAGAIN) {
-            st->batch_retry_ms = now_ms + NL__CONN_BATCH_RETRY_MS;
-            NL_LOG(NL_WARN, "batch_sends_retry", "err=%s retry_ms=%u", nl_strerror(err),
-                   NL__CONN_BATCH_RETRY_MS);
+            uint32_t delay = st->batch_retry_delay_ms;
+            delay = delay == 0                                 ? NL__CONN_BATCH_RETRY_MS
+                    : delay >= NL__CONN_BATCH_RETRY_MAX_MS / 2 ? NL__CONN_BATCH_RETRY_MAX_MS
+                                                               : delay * 2;
+            st->batch_retry_delay_ms = delay;
+            st->batch_retry_ms = now_ms + delay;
+            NL_LOG(NL_WARN, "batch_sends_retry", "err=%s retry_ms=%u", nl_strerror(err), delay);
         } else {
             st->is_batch_off = true;
             NL_LOG(NL_INFO, "batch_sends_unavailable", "err=%s", nl_strerror(err));
@@ -430,6 +437,7 @@ static nl__conn_batch_t *batch_get(nl__conn_loop_t *st)
     b->arena = malloc(NL__CONN_BATCH_ARENA);
     b->arena_used = 0;
     st->batch = b;
+    st->batch_retry_delay_ms = 0;
     return b;
 }
 

@@ -62,18 +62,22 @@ static int uring_setup(unsigned entries, struct io_uring_params *p)
 }
 
 /* Whether the kernel knows IORING_OP_SEND (5.6+): io_uring itself exists from 5.1, and on
- * 5.1-5.5 every send would fail with -EINVAL. */
-static bool uring_has_send(int fd)
+ * 5.1-5.5 every send would fail with -EINVAL. Kernels before 5.6 have no probe either
+ * (-EINVAL). Returns 0 when it does, -EOPNOTSUPP when it does not, or the errno of a shortage
+ * (-ENOMEM), which says nothing about the kernel. */
+static int uring_probe_send(int fd)
 {
     enum { PROBE_OPS = 256 };
     struct io_uring_probe *p = calloc(1, sizeof(*p) + PROBE_OPS * sizeof(struct io_uring_probe_op));
     if (!p)
-        return false;
-    bool ok = syscall(__NR_io_uring_register, fd, IORING_REGISTER_PROBE, p, PROBE_OPS) == 0 &&
-              p->last_op >= IORING_OP_SEND &&
-              (p->ops[IORING_OP_SEND].flags & IO_URING_OP_SUPPORTED) != 0;
+        return -ENOMEM;
+    int err = 0;
+    if (syscall(__NR_io_uring_register, fd, IORING_REGISTER_PROBE, p, PROBE_OPS) != 0)
+        err = errno == EINVAL ? -EOPNOTSUPP : -errno;
+    else if (p->last_op < IORING_OP_SEND || !(p->ops[IORING_OP_SEND].flags & IO_URING_OP_SUPPORTED))
+        err = -EOPNOTSUPP;
     free(p);
-    return ok;
+    return err;
 }
 
 static void *uring_map(int fd, size_t len, off_t what)
@@ -110,10 +114,11 @@ int nl__uring_open(nl__uring_t **out, unsigned entries)
         free(r);
         return err;
     }
-    if (!uring_has_send(r->fd)) {
+    int probe = uring_probe_send(r->fd);
+    if (probe < 0) {
         close(r->fd);
         free(r);
-        return -EOPNOTSUPP;
+        return probe;
     }
     r->sq_map_len = p.sq_off.array + p.sq_entries * sizeof(unsigned);
     r->cq_map_len = p.cq_off.cqes + p.cq_entries * sizeof(struct io_uring_cqe);

@@ -5,14 +5,17 @@
  * checks that it got every byte of every round in order.
  *
  * - small blocks that always fit: every send goes through the ring, none one by one;
- * - 40 small blocks per connection per flush: copied into the batch's arena, one send each,
- *   and a full arena submits early;
- * - 16 KiB blocks that fill the sockets: the ring's partial sends and -EAGAIN must leave the
- *   rest queued and written later, in order;
- * - batching turned off: the same bytes, no batched send;
+ * - 100 small blocks per connection per flush: the first 63 copied into the batch's arena and
+ *   sent as one, the rest the plain way; a full arena submits early;
+ * - 10,000-byte blocks that fill the sockets: the ring's short sends and -EAGAIN must leave
+ *   the rest queued and written later, in order;
+ * - a callback turning batching off inside a batch; a hook added late still runs before the
+ *   flush; batching turned off: the same bytes, no batched send;
  * - run as `test_nl_batch --forbid-io-uring` (a second ctest entry), the process first makes
- *   io_uring_setup fail with EPERM through seccomp, as Docker's default profile does: the loop
- *   falls back to one send per connection and the bytes are the same.
+ *   io_uring_setup fail with EPERM through seccomp, as Docker's default profile does; as
+ *   `--no-send-op` (a third), io_uring_register fails with EINVAL, as on Linux 5.1-5.5, which
+ *   have rings but no IORING_OP_SEND. Either way the loop falls back to one send per
+ *   connection and the bytes are the same.
  *
  * Server and clients share the main loop, so the fan-out runs in a posted closure and pushes
  * each round out with nl_conn_flush_loop.
@@ -330,13 +333,13 @@ static void test_nl_batch_off(void **state)
     free(f);
 }
 
-/* Makes io_uring_setup fail with EPERM in this process from now on (seccomp filter). */
-static void forbid_io_uring(void)
+/* Makes system call nr fail with err in this process from now on (seccomp filter). */
+static void forbid_syscall(int nr, int err)
 {
     struct sock_filter code[] = {
         BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_io_uring_setup, 0, 1),
-        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (unsigned)nr, 0, 1),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ((unsigned)err & SECCOMP_RET_DATA)),
         BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
     };
     struct sock_fprog prog = {.len = sizeof(code) / sizeof(code[0]), .filter = code};
@@ -347,15 +350,20 @@ static void forbid_io_uring(void)
     }
 }
 
+/* The mode main chose: io_uring_setup forbidden (as Docker's default profile does), or
+ * io_uring_register failing with EINVAL (a 5.1-5.5 kernel: a ring, but no probe and no
+ * IORING_OP_SEND). */
+static int forbidden_nr = -1;
+
 /* The batched tests need io_uring; a machine that forbids it fails them rather than passing
- * them untested. */
+ * them untested. In a forbidding mode, checks that the filter works. */
 static int uring_check(void **state)
 {
     (void)state;
     struct io_uring_params p;
     memset(&p, 0, sizeof(p));
     long fd = syscall(__NR_io_uring_setup, 4, &p);
-    if (is_uring_forbidden) {
+    if (forbidden_nr == __NR_io_uring_setup) {
         assert_true(fd < 0 && errno == EPERM);
         return 0;
     }
@@ -364,15 +372,26 @@ static int uring_check(void **state)
                 strerror(errno));
         return -1;
     }
+    if (forbidden_nr == __NR_io_uring_register) {
+        struct io_uring_probe probe;
+        memset(&probe, 0, sizeof(probe));
+        assert_int_equal(syscall(__NR_io_uring_register, (int)fd, IORING_REGISTER_PROBE, &probe, 0),
+                         -1);
+        assert_int_equal(errno, EINVAL);
+    }
     close((int)fd);
     return 0;
 }
 
 int main(int argc, char **argv)
 {
-    if (argc > 1 && strcmp(argv[1], "--forbid-io-uring") == 0) {
+    if (argc > 1 && strcmp(argv[1], "--forbid-io-uring") == 0)
+        forbidden_nr = __NR_io_uring_setup;
+    else if (argc > 1 && strcmp(argv[1], "--no-send-op") == 0)
+        forbidden_nr = __NR_io_uring_register;
+    if (forbidden_nr >= 0) {
         is_uring_forbidden = true;
-        forbid_io_uring();
+        forbid_syscall(forbidden_nr, forbidden_nr == __NR_io_uring_setup ? EPERM : EINVAL);
     }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_nl_batch_small_blocks, test_env_setup,

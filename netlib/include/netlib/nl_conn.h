@@ -171,8 +171,10 @@ void nl_conn_get_loop_stats(nl_loop_t *loop, nl_conn_loop_stats_t *out);
 /* Batched sends (on by default): a flush that writes to several connections hands their
  * writes (one piece, or small pieces copied into one) to the kernel in one system call per
  * 256 connections (io_uring) instead of one each; large multi-piece writes go one by one.
- * Where the kernel lacks io_uring or forbids it, the loop logs batch_sends_unavailable once
- * and sends one by one. Bytes, order and callbacks are the same either way.
+ * Where the kernel lacks io_uring (or its send operation, before Linux 5.6) or forbids it, the
+ * loop logs batch_sends_unavailable once and sends one by one; a shortage of memory or
+ * descriptors at setup logs batch_sends_retry and is retried after 10 s, doubling up to
+ * 10 min. Bytes, order and callbacks are the same either way.
  * Thread: loop's owner. */
 void nl_conn_set_batch_sends(nl_loop_t *loop, bool on);
 

@@ -86,7 +86,9 @@ uint64_t nl_loop_queue_depth(const nl_loop_t *loop);
 typedef void (*nl_loop_hook_cb)(nl_loop_t *loop, void *arg);
 
 /* Adds a hook run once per iteration, after timers and posts and before the loop sleeps
- * (Redis beforeSleep). At most 8 per loop. Returns: 0; -ENOSPC. Thread: owner. */
+ * (Redis beforeSleep). The connections' output flush runs after every hook, so output a hook
+ * queues leaves in the same iteration. At most 8 per loop. Returns: 0; -ENOSPC.
+ * Thread: owner. */
 int nl_loop_add_before_sleep(nl_loop_t *loop, nl_loop_hook_cb fn, void *arg);
 
 /* Per-loop figures, plain counters read by the owner or summed by a posted closure. */
