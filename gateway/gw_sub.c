@@ -189,24 +189,19 @@ static int pending_reserve(gw_sub_entry_t *e)
     return 0;
 }
 
-/* The waiting item of set in a JOINING entry, or NULL. */
-static gw_sub_pending_item_t *pending_find(const gw_sub_entry_t *e, const gw_sub_set_t *set)
+/* Drops set's waiting item from a JOINING entry. Returns whether there was one, with the
+ * request it waited for in *req_id. */
+static bool pending_remove(gw_sub_entry_t *e, const gw_sub_set_t *set, uint64_t *req_id)
 {
     gw_sub_pending_t *p = e->u.pending;
     for (uint32_t i = 0; p && i < p->count; i++) {
-        if (p->items[i].set == set)
-            return &p->items[i];
+        if (p->items[i].set == set) {
+            *req_id = p->items[i].req_id;
+            p->items[i] = p->items[--p->count];
+            return true;
+        }
     }
-    return NULL;
-}
-
-static void pending_remove(gw_sub_entry_t *e, const gw_sub_set_t *set)
-{
-    gw_sub_pending_item_t *it = pending_find(e, set);
-    if (it) {
-        gw_sub_pending_t *p = e->u.pending;
-        *it = p->items[--p->count];
-    }
+    return false;
 }
 
 static gw_sub_entry_t *entry_new(const char *name, size_t len, uint32_t hash)
@@ -222,8 +217,9 @@ static gw_sub_entry_t *entry_new(const char *name, size_t len, uint32_t hash)
 }
 
 /* Takes member slot i of set out of its entry: the last member moves into its place and its
- * own slot learns the new position. */
-static void entry_drop_member(gw_sub_entry_t *e, gw_sub_set_t *set, uint32_t pos)
+ * own slot learns the new position. Returns whether set was still waiting for the join, with
+ * its request in *req_id. */
+static bool entry_drop_member(gw_sub_entry_t *e, gw_sub_set_t *set, uint32_t pos, uint64_t *req_id)
 {
     gw_sub_set_t **members = entry_members(e);
     NL_ASSERT(pos < e->count && members[pos] == set);
@@ -235,8 +231,7 @@ static void entry_drop_member(gw_sub_entry_t *e, gw_sub_set_t *set, uint32_t pos
         NL_ASSERT(k >= 0);
         set_pos(moved)[k] = pos;
     }
-    if (e->key.user == GW_SUB_JOINING)
-        pending_remove(e, set);
+    return e->key.user == GW_SUB_JOINING && pending_remove(e, set, req_id);
 }
 
 /* The entry lost its last member: an ACTIVE one goes now, a JOINING one when answered. */
@@ -290,14 +285,16 @@ int gw_sub_add(gw_sub_index_t *ix, gw_sub_set_t *set, const char *name, size_t l
     return 0;
 }
 
-/* Removes slot k of set (its entry may then go). */
-static void set_remove_slot(gw_sub_index_t *ix, gw_sub_set_t *set, uint32_t k)
+/* Removes slot k of set (its entry may then go). Returns whether it was still joining, with
+ * the Subscribe's request in *req_id. */
+static bool set_remove_slot(gw_sub_index_t *ix, gw_sub_set_t *set, uint32_t k, uint64_t *req_id)
 {
     gw_sub_entry_t *e = set_entries(set)[k];
-    entry_drop_member(e, set, set_pos(set)[k]);
+    bool was_joining = entry_drop_member(e, set, set_pos(set)[k], req_id);
     set_drop_slot(set, k);
     ix->subscriptions--;
     entry_maybe_release(ix, e);
+    return was_joining;
 }
 
 int gw_sub_remove(gw_sub_index_t *ix, gw_sub_set_t *set, const char *name, size_t len,
@@ -307,17 +304,14 @@ int gw_sub_remove(gw_sub_index_t *ix, gw_sub_set_t *set, const char *name, size_
     int k = e ? set_find(set, e) : -1;
     if (k < 0)
         return -ENOENT;
-    const gw_sub_pending_item_t *it = e->key.user == GW_SUB_JOINING ? pending_find(e, set) : NULL;
-    if (it)
-        *pending_req = it->req_id;
-    set_remove_slot(ix, set, (uint32_t)k);
-    return it ? 1 : 0;
+    return set_remove_slot(ix, set, (uint32_t)k, pending_req) ? 1 : 0;
 }
 
 void gw_sub_remove_all(gw_sub_index_t *ix, gw_sub_set_t *set)
 {
+    uint64_t unused;
     while (set->count > 0)
-        set_remove_slot(ix, set, set->count - 1u);
+        (void)set_remove_slot(ix, set, set->count - 1u, &unused);
     gw_sub_set_deinit(set);
 }
 

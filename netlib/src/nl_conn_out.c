@@ -232,20 +232,39 @@ static void out_consume(nl_conn_t *c, size_t n)
  * alternating runs): 3.12 -> 3.66, 2.44 -> 2.64, 2.20 -> 3.25M deliveries/s. Large pieces
  * (a 16 KiB pingpong block) are not copied. Returns the new iovec count.
  */
+static bool out_is_coalescible(int cnt, size_t total)
+{
+    return cnt >= 2 && total <= NL__CONN_COALESCE_BYTES &&
+           total <= (size_t)cnt * NL__CONN_COALESCE_AVG;
+}
+
+/* Copies the pieces to dst in order; returns the bytes copied. */
+static size_t out_gather(char *dst, const struct iovec *iov, int cnt)
+{
+    size_t at = 0;
+    for (int k = 0; k < cnt; k++) {
+        memcpy(dst + at, iov[k].iov_base, iov[k].iov_len);
+        at += iov[k].iov_len;
+    }
+    return at;
+}
+
 static int out_coalesce(nl__conn_loop_t *st, struct iovec *iov, int cnt, size_t total)
 {
-    if (cnt < 2 || total > NL__CONN_COALESCE_BYTES || total > (size_t)cnt * NL__CONN_COALESCE_AVG)
+    if (!out_is_coalescible(cnt, total))
         return cnt;
     if (!st->coalesce_buf && !(st->coalesce_buf = malloc(NL__CONN_COALESCE_BYTES)))
         return cnt; /* no memory: write the pieces as they are */
-    size_t at = 0;
-    for (int k = 0; k < cnt; k++) {
-        memcpy(st->coalesce_buf + at, iov[k].iov_base, iov[k].iov_len);
-        at += iov[k].iov_len;
-    }
-    iov[0] = (struct iovec){st->coalesce_buf, at};
+    iov[0] = (struct iovec){st->coalesce_buf, out_gather(st->coalesce_buf, iov, cnt)};
     st->stats.coalesced_writes++;
     return 1;
+}
+
+/* Whether a flush writes c now: not closed, and not waiting for the socket (its NL_WRITE
+ * event flushes it then). */
+static bool out_is_flushable(const nl_conn_t *c)
+{
+    return c->state != NL_CONN_DISCONNECTED && !(c->flags & NL__CONN_WRITE_ARMED);
 }
 
 /* out_write's results besides 0 (drained) and a negative errno (dead connection). */
@@ -421,10 +440,10 @@ static nl__conn_batch_t *batch_get(nl__conn_loop_t *st)
     if (err < 0) {
         free(b);
         if (err == -ENOMEM || err == -EMFILE || err == -ENFILE || err == -EAGAIN) {
-            uint32_t delay = st->batch_retry_delay_ms;
-            delay = delay == 0                                 ? NL__CONN_BATCH_RETRY_MS
-                    : delay >= NL__CONN_BATCH_RETRY_MAX_MS / 2 ? NL__CONN_BATCH_RETRY_MAX_MS
-                                                               : delay * 2;
+            uint32_t delay =
+                st->batch_retry_delay_ms ? st->batch_retry_delay_ms * 2 : NL__CONN_BATCH_RETRY_MS;
+            if (delay > NL__CONN_BATCH_RETRY_MAX_MS)
+                delay = NL__CONN_BATCH_RETRY_MAX_MS;
             st->batch_retry_delay_ms = delay;
             st->batch_retry_ms = now_ms + delay;
             NL_LOG(NL_WARN, "batch_sends_retry", "err=%s retry_ms=%u", nl_strerror(err), delay);
@@ -511,20 +530,13 @@ static int batch_piece(nl__conn_loop_t *st, nl__conn_batch_t *b, nl_conn_t *c, c
         *piece = iov[0].iov_base;
         return PIECE_READY;
     }
-    if (!b->arena || cnt < 2 || *total > NL__CONN_COALESCE_BYTES ||
-        *total > (size_t)cnt * NL__CONN_COALESCE_AVG)
+    if (!b->arena || !out_is_coalescible(cnt, *total))
         return 0;
     if (NL__CONN_BATCH_ARENA - b->arena_used < *total)
         return PIECE_ARENA_FULL;
-    char *at = b->arena + b->arena_used;
-    size_t off = 0;
-    for (int k = 0; k < cnt; k++) {
-        memcpy(at + off, iov[k].iov_base, iov[k].iov_len);
-        off += iov[k].iov_len;
-    }
-    b->arena_used += off;
+    *piece = b->arena + b->arena_used;
+    b->arena_used += out_gather(b->arena + b->arena_used, iov, cnt);
     st->stats.coalesced_writes++;
-    *piece = at;
     return PIECE_READY;
 }
 
@@ -539,7 +551,7 @@ static uint32_t flush_batched(nl__conn_loop_t *st, nl__conn_vec_t *v)
     uint32_t rest = 0;
     for (uint32_t i = 0; i < v->len; i++) {
         nl_conn_t *c = v->items[i];
-        if (c->state == NL_CONN_DISCONNECTED || (c->flags & NL__CONN_WRITE_ARMED))
+        if (!out_is_flushable(c))
             continue;
         const void *piece = NULL;
         size_t total = 0;
@@ -547,7 +559,7 @@ static uint32_t flush_batched(nl__conn_loop_t *st, nl__conn_vec_t *v)
         if (got == PIECE_ARENA_FULL) {
             /* Send what the arena holds (callbacks run), then look at c afresh. */
             batch_submit(st, b);
-            if (c->state == NL_CONN_DISCONNECTED || (c->flags & NL__CONN_WRITE_ARMED))
+            if (!out_is_flushable(c))
                 continue;
             got = batch_live(st) ? batch_piece(st, b, c, &piece, &total) : 0;
         }
@@ -586,8 +598,7 @@ void nl__conn_flush_dirty(nl__conn_loop_t *st)
         uint32_t rest = flush_batched(st, &batch);
         for (uint32_t i = 0; i < rest; i++) {
             nl_conn_t *c = batch.items[i];
-            /* Closed, or waiting for the socket: its NL_WRITE event flushes it. */
-            if (c->state == NL_CONN_DISCONNECTED || (c->flags & NL__CONN_WRITE_ARMED))
+            if (!out_is_flushable(c))
                 continue;
             out_settle(c, out_write(c, st));
         }
