@@ -36,7 +36,6 @@
 #include "netlib/nl_pool.h"
 
 #include <errno.h>
-#include <limits.h>
 #include <linux/futex.h>
 #include <pthread.h>
 #include <sched.h>
@@ -45,20 +44,14 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "netlib/nl_common.h"
 #include "netlib/nl_log.h"
+#include "nl_pool_int.h"
 
-#define POOL_MAX_THREADS 1024u
-#define POOL_MAX_CAPACITY (1u << 30)
-#define POOL_DEFAULT_CAPACITY 1024u
-#define POOL_DEFAULT_KEEPALIVE_MS 10000u
-#define POS_CLOSED (UINT64_C(1) << 63)
-#define CACHE_LINE 64
 /* How long the spinning worker polls before it parks. bench_pool on the shared 2-core VM:
  * 20 us hurt (CFS delays a busy spinner by whole slices: p50 3 us -> ms at 50k tasks/s); 0-2
  * us were alike, and 2 us still saves the futex round trip for tasks in quick succession. */
@@ -70,90 +63,14 @@
 #define WAKE_GRACE_NS 50000
 #define WAIT_FOREVER UINT64_MAX
 
-enum { WORKER_EMPTY = 0, WORKER_RUNNING, WORKER_EXITED, WORKER_JOINING };
-
-/* What a loop-bound completion needs once the worker is done with the job. */
-typedef struct pool_comp_s {
-    nl_pool_done_cb done;
-    void *arg;
-    nl_loop_t *loop;
-    int status;
-} pool_comp_t;
-
-/* A task as the ring stores it. comp is set when done runs on a loop (done/arg are in it). */
-typedef struct pool_job_s {
-    nl_pool_work_cb work;
-    void *arg;
-    nl_pool_done_cb done;
-    pool_comp_t *comp;
-    uint64_t enqueue_ns;
-} pool_job_t;
-
-typedef struct pool_slot_s {
-    alignas(CACHE_LINE) _Atomic uint64_t seq;
-    pool_job_t job;
-} pool_slot_t;
-
-/* One per possible thread. The histograms and counters are written by the thread occupying
- * the slot only; a later thread reusing the slot is ordered after it by the lock and join. */
-typedef struct pool_worker_s {
-    alignas(CACHE_LINE) nl_hist_t wait_ns;
-    nl_hist_t run_ns;
-    _Atomic uint64_t completed;
-    _Atomic uint32_t is_busy;
-    int state; /* WORKER_*, guarded by pool->lock */
-    unsigned index;
-    pthread_t thread;
-    nl_pool_t *pool;
-} pool_worker_t;
-
-struct nl_pool_s {
-    /* Read-only after nl_pool_new. */
-    alignas(CACHE_LINE) pool_slot_t *slots;
-    uint64_t capacity;
-    uint64_t mask; /* capacity - 1 when capacity is a power of two, else 0 */
-    uint32_t core_threads;
-    uint32_t max_threads;
-    uint64_t keepalive_ns;
-    pool_worker_t *workers;
-    char name[16];
-
-    alignas(CACHE_LINE) _Atomic uint64_t enq_pos; /* | POS_CLOSED once shutdown began */
-    _Atomic uint64_t deq_hint; /* a past value of deq_pos, for the high-water mark */
-    alignas(CACHE_LINE) _Atomic uint64_t deq_pos;
-
-    /* Read by every submit and job: written only when workers park or wake, or threads come
-     * and go. The flags written on every idle spell live on the next line: sharing this one
-     * made each submit miss in cache while a worker went idle between tasks. */
-    alignas(CACHE_LINE) _Atomic uint32_t parked;
-    _Atomic uint32_t epoch;     /* futex word for parked workers */
-    _Atomic uint64_t waking_ns; /* when a wake-up was sent and not yet taken up; 0: none */
-    _Atomic uint32_t nthreads;
-    _Atomic uint32_t is_discarding;
-    alignas(CACHE_LINE) _Atomic uint64_t spin_beat_ns; /* spinner's last heartbeat; 0: none */
-    _Atomic uint32_t idle; /* workers spinning or parked (only kept when bursts are possible) */
-    /* Read by every worker after each job. */
-    alignas(CACHE_LINE) _Atomic uint32_t full_waiters;
-    _Atomic uint32_t full_epoch; /* futex word for NL_POOL_WAIT submitters */
-
-    /* Rare events. */
-    alignas(CACHE_LINE) _Atomic uint64_t hwm;
-    _Atomic uint64_t rejected;
-    _Atomic uint64_t ran_in_caller;
-    _Atomic uint64_t cancelled;
-    _Atomic uint64_t started;
-    _Atomic uint64_t retired;
-
-    pthread_mutex_t lock; /* guards: workers[].state, is_shutting, is_shut, is_spawn_failing */
-    pthread_cond_t shut_cond;
-    bool is_shutting;
-    bool is_shut;
-    bool is_spawn_failing; /* log a failing pthread_create once per episode */
-};
-
 /* The pool the calling thread works for, so shutdown from a worker aborts instead of
  * deadlocking on its own join. */
 static _Thread_local const nl_pool_t *tls_worker_of;
+
+bool nl__pool_is_own_worker(const nl_pool_t *pool)
+{
+    return tls_worker_of == pool;
+}
 
 static inline void cpu_relax(void)
 {
@@ -174,7 +91,7 @@ static int futex_wait(_Atomic uint32_t *word, uint32_t expect, uint64_t timeout_
 }
 
 /* Bumps the epoch, so a waiter that read the old value cannot fall asleep, and wakes n. */
-static void futex_signal(_Atomic uint32_t *word, int n)
+void nl__pool_futex_signal(_Atomic uint32_t *word, int n)
 {
     atomic_fetch_add_explicit(word, 1, memory_order_seq_cst);
     syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE_PRIVATE, n, NULL, NULL, 0);
@@ -221,7 +138,7 @@ static int ring_push(nl_pool_t *pool, const pool_job_t *job, uint64_t *pos_out)
 
 /* Takes the oldest published job. Returns false when there is none (or the oldest position is
  * claimed but not yet published by its producer). */
-static bool ring_pop(nl_pool_t *pool, pool_job_t *out)
+bool nl__pool_ring_pop(nl_pool_t *pool, pool_job_t *out)
 {
     uint64_t pos = atomic_load_explicit(&pool->deq_pos, memory_order_relaxed);
     pool_slot_t *slot;
@@ -243,7 +160,7 @@ static bool ring_pop(nl_pool_t *pool, pool_job_t *out)
     /* Exchange for the same reason as in ring_push: ordered before the full_waiters load. */
     atomic_exchange_explicit(&slot->seq, 2 * (pos + pool->capacity), memory_order_seq_cst);
     if (atomic_load_explicit(&pool->full_waiters, memory_order_seq_cst) > 0)
-        futex_signal(&pool->full_epoch, 1);
+        nl__pool_futex_signal(&pool->full_epoch, 1);
     return true;
 }
 
@@ -266,7 +183,7 @@ static void comp_run(void *p)
 }
 
 /* Hands the job's completion on: posted to its loop, or run here when it has none. */
-static void job_finish(const pool_job_t *job, int status)
+void nl__pool_job_finish(const pool_job_t *job, int status)
 {
     if (job->comp) {
         job->comp->status = status;
@@ -285,7 +202,7 @@ static void *worker_main(void *p);
 
 /* Starts one worker in a free slot, joining a retired thread's slot first if need be.
  * Returns 0, -EAGAIN when every slot is in use, or -errno from pthread_create. Lock held. */
-static int spawn_locked(nl_pool_t *pool)
+int nl__pool_spawn_locked(nl_pool_t *pool)
 {
     pool_worker_t *w = NULL;
     for (uint32_t i = 0; i < pool->max_threads && !w; i++) {
@@ -323,7 +240,7 @@ static void pool_maybe_grow(nl_pool_t *pool)
     pthread_mutex_lock(&pool->lock);
     if (!pool->is_shutting &&
         atomic_load_explicit(&pool->nthreads, memory_order_relaxed) < pool->max_threads) {
-        int err = spawn_locked(pool);
+        int err = nl__pool_spawn_locked(pool);
         if (err < 0 && !pool->is_spawn_failing)
             NL_LOG(NL_WARN, "pool_spawn_failed", "pool=%s err=%s", pool->name, nl_strerror(err));
         pool->is_spawn_failing = err < 0;
@@ -374,7 +291,7 @@ static void pool_wake_one(nl_pool_t *pool, uint64_t now_ns)
         !atomic_compare_exchange_strong_explicit(&pool->waking_ns, &sent_ns, now_ns | 1,
                                                  memory_order_seq_cst, memory_order_seq_cst))
         return;
-    futex_signal(&pool->epoch, 1);
+    nl__pool_futex_signal(&pool->epoch, 1);
 }
 
 /* Polls the ring for up to SPIN_NS, with a heartbeat in spin_beat_ns. Only one idle worker
@@ -444,7 +361,7 @@ static void worker_run(pool_worker_t *w, const pool_job_t *job, uint64_t start_n
     atomic_store_explicit(&w->is_busy, 1, memory_order_relaxed);
     /* CLOCK_MONOTONIC is system-wide, but guard rather than ever record 2^64. */
     nl_hist_record_local(&w->wait_ns, start_ns > job->enqueue_ns ? start_ns - job->enqueue_ns : 0);
-    job_finish(job, job->work(job->arg));
+    nl__pool_job_finish(job, job->work(job->arg));
     uint64_t done = atomic_load_explicit(&w->completed, memory_order_relaxed);
     atomic_store_explicit(&w->completed, done + 1, memory_order_relaxed);
     atomic_store_explicit(&w->is_busy, 0, memory_order_relaxed);
@@ -472,7 +389,7 @@ static void *worker_main(void *p)
     for (;;) {
         if (atomic_load_explicit(&pool->is_discarding, memory_order_relaxed))
             break;
-        if (ring_pop(pool, &job)) {
+        if (nl__pool_ring_pop(pool, &job)) {
             uint64_t now_ns = nl_now_ns();
             worker_close_run(w, since_ns, now_ns);
             since_ns = now_ns;
@@ -560,7 +477,7 @@ static int pool_when_full(nl_pool_t *pool, const nl_pool_task_t *task, pool_job_
 {
     int err = -EAGAIN;
     if (task->policy == NL_POOL_CALLER_RUNS) {
-        job_finish(job, task->work(task->arg));
+        nl__pool_job_finish(job, task->work(task->arg));
         atomic_fetch_add_explicit(&pool->ran_in_caller, 1, memory_order_relaxed);
         return 0;
     }
@@ -597,202 +514,4 @@ int nl_pool_submit(nl_pool_t *pool, nl_loop_t *loop, nl_pool_work_cb work, nl_po
 {
     nl_pool_task_t task = {.work = work, .done = done, .arg = arg, .loop = loop};
     return nl_pool_submit_ex(pool, &task);
-}
-
-/* --- lifecycle -------------------------------------------------------------------------- */
-
-static int pool_check_opts(const nl_pool_opts_t *o, nl_pool_opts_t *out)
-{
-    *out = o ? *o : (nl_pool_opts_t){0};
-    out->core_threads = out->core_threads ? out->core_threads : 1;
-    out->max_threads = out->max_threads ? out->max_threads : out->core_threads;
-    out->keepalive_ms = out->keepalive_ms ? out->keepalive_ms : POOL_DEFAULT_KEEPALIVE_MS;
-    out->queue_capacity = out->queue_capacity ? out->queue_capacity : POOL_DEFAULT_CAPACITY;
-    out->name = out->name ? out->name : "nl-pool";
-    if (out->max_threads < out->core_threads || out->max_threads > POOL_MAX_THREADS ||
-        out->queue_capacity > POOL_MAX_CAPACITY)
-        return -EINVAL;
-    return 0;
-}
-
-/* Zero-filled memory on cache-line boundaries; bytes is a multiple of CACHE_LINE. */
-static void *alloc_lines(size_t bytes)
-{
-    void *p = aligned_alloc(CACHE_LINE, bytes);
-    return p ? memset(p, 0, bytes) : NULL;
-}
-
-/* Allocates and sets up the pool from checked options; starts no thread. */
-static nl_pool_t *pool_alloc(const nl_pool_opts_t *o)
-{
-    nl_pool_t *pool = alloc_lines(sizeof(nl_pool_t));
-    if (!pool)
-        return NULL;
-    pool->slots = alloc_lines((size_t)o->queue_capacity * sizeof(pool_slot_t));
-    pool->workers = alloc_lines((size_t)o->max_threads * sizeof(pool_worker_t));
-    if (!pool->slots || !pool->workers) {
-        free(pool->slots);
-        free(pool->workers);
-        free(pool);
-        return NULL;
-    }
-    for (uint32_t i = 0; i < o->queue_capacity; i++)
-        atomic_init(&pool->slots[i].seq, 2 * (uint64_t)i);
-    for (uint32_t i = 0; i < o->max_threads; i++) {
-        pool->workers[i].pool = pool;
-        pool->workers[i].index = i;
-    }
-    pool->capacity = o->queue_capacity;
-    pool->mask = (o->queue_capacity & (o->queue_capacity - 1)) == 0 ? o->queue_capacity - 1 : 0;
-    pool->core_threads = o->core_threads;
-    pool->max_threads = o->max_threads;
-    pool->keepalive_ns = (uint64_t)o->keepalive_ms * 1000000u;
-    snprintf(pool->name, sizeof(pool->name), "%s", o->name);
-    pthread_mutex_init(&pool->lock, NULL);
-    pthread_cond_init(&pool->shut_cond, NULL);
-    return pool;
-}
-
-int nl_pool_new(nl_pool_t **out, const nl_pool_opts_t *opts)
-{
-    nl_pool_opts_t o;
-    int err = pool_check_opts(opts, &o);
-    if (err < 0)
-        return err;
-    nl_pool_t *pool = pool_alloc(&o);
-    if (!pool)
-        return -ENOMEM;
-    pthread_mutex_lock(&pool->lock);
-    for (uint32_t i = 0; i < o.core_threads && err == 0; i++)
-        err = spawn_locked(pool);
-    pthread_mutex_unlock(&pool->lock);
-    if (err < 0)
-        goto fail;
-    *out = pool;
-    return 0;
-fail:
-    nl_pool_free(pool); /* nothing was submitted: draining joins the threads started */
-    return err;
-}
-
-/* DISCARD: takes every accepted task off the ring and cancels it. A position may be claimed
- * but not yet published (its producer is between CAS and publish), so wait for it. */
-static void pool_cancel_queued(nl_pool_t *pool, uint64_t final_pos)
-{
-    pool_job_t job;
-    while (atomic_load_explicit(&pool->deq_pos, memory_order_acquire) < final_pos) {
-        if (ring_pop(pool, &job)) {
-            job_finish(&job, -ECANCELED);
-            atomic_fetch_add_explicit(&pool->cancelled, 1, memory_order_relaxed);
-        } else {
-            sched_yield();
-        }
-    }
-}
-
-/* Joins every thread, running or retired. JOINING keeps a slot from being joined twice; no
- * thread is started once is_shutting is set, and a worker no longer retires then. */
-static void pool_join_all(nl_pool_t *pool)
-{
-    for (uint32_t i = 0; i < pool->max_threads; i++) {
-        pool_worker_t *w = &pool->workers[i];
-        pthread_mutex_lock(&pool->lock);
-        bool was_running = w->state == WORKER_RUNNING;
-        bool has_thread = was_running || w->state == WORKER_EXITED;
-        if (has_thread)
-            w->state = WORKER_JOINING;
-        pthread_mutex_unlock(&pool->lock);
-        if (!has_thread)
-            continue;
-        pthread_join(w->thread, NULL);
-        pthread_mutex_lock(&pool->lock);
-        w->state = WORKER_EMPTY;
-        if (was_running) /* a retired thread was uncounted when it retired */
-            atomic_fetch_sub_explicit(&pool->nthreads, 1, memory_order_relaxed);
-        pthread_mutex_unlock(&pool->lock);
-    }
-}
-
-int nl_pool_shutdown(nl_pool_t *pool, nl_pool_shutdown_mode_t mode)
-{
-    NL_ASSERT(tls_worker_of != pool);
-    pthread_mutex_lock(&pool->lock);
-    if (pool->is_shutting) {
-        while (!pool->is_shut)
-            pthread_cond_wait(&pool->shut_cond, &pool->lock);
-        pthread_mutex_unlock(&pool->lock);
-        return 0;
-    }
-    pool->is_shutting = true;
-    pthread_mutex_unlock(&pool->lock);
-
-    if (mode == NL_POOL_DISCARD)
-        atomic_store_explicit(&pool->is_discarding, 1, memory_order_seq_cst);
-    uint64_t final_pos = atomic_fetch_or_explicit(&pool->enq_pos, POS_CLOSED, memory_order_seq_cst);
-    futex_signal(&pool->epoch, INT_MAX);
-    futex_signal(&pool->full_epoch, INT_MAX);
-    if (mode == NL_POOL_DISCARD)
-        pool_cancel_queued(pool, final_pos);
-    pool_join_all(pool);
-    /* Drain: the workers exit only once every accepted task was taken. */
-    NL_ASSERT(atomic_load_explicit(&pool->deq_pos, memory_order_acquire) == final_pos);
-
-    pthread_mutex_lock(&pool->lock);
-    pool->is_shut = true;
-    pthread_cond_broadcast(&pool->shut_cond);
-    pthread_mutex_unlock(&pool->lock);
-    return 0;
-}
-
-void nl_pool_free(nl_pool_t *pool)
-{
-    if (!pool)
-        return;
-    nl_pool_shutdown(pool, NL_POOL_DRAIN);
-    pthread_cond_destroy(&pool->shut_cond);
-    pthread_mutex_destroy(&pool->lock);
-    free(pool->workers);
-    free(pool->slots);
-    free(pool);
-}
-
-/* --- figures ---------------------------------------------------------------------------- */
-
-void nl_pool_merge_hists(const nl_pool_t *pool, nl_hist_t *wait_ns, nl_hist_t *run_ns)
-{
-    for (uint32_t i = 0; i < pool->max_threads; i++) {
-        if (wait_ns)
-            nl_hist_merge(wait_ns, &pool->workers[i].wait_ns);
-        if (run_ns)
-            nl_hist_merge(run_ns, &pool->workers[i].run_ns);
-    }
-}
-
-void nl_pool_get_stats(const nl_pool_t *pool, nl_pool_stats_t *out)
-{
-    memset(out, 0, sizeof(*out));
-    /* deq first: enq only grows, so depth cannot come out negative. */
-    uint64_t deq = atomic_load_explicit(&pool->deq_pos, memory_order_relaxed);
-    uint64_t enq = atomic_load_explicit(&pool->enq_pos, memory_order_relaxed) & ~POS_CLOSED;
-    out->queue_depth = enq - deq;
-    out->queue_hwm = atomic_load_explicit(&pool->hwm, memory_order_relaxed);
-    out->submitted = enq;
-    out->rejected = atomic_load_explicit(&pool->rejected, memory_order_relaxed);
-    out->ran_in_caller = atomic_load_explicit(&pool->ran_in_caller, memory_order_relaxed);
-    out->cancelled = atomic_load_explicit(&pool->cancelled, memory_order_relaxed);
-    out->threads = atomic_load_explicit(&pool->nthreads, memory_order_relaxed);
-    out->threads_started = atomic_load_explicit(&pool->started, memory_order_relaxed);
-    out->threads_retired = atomic_load_explicit(&pool->retired, memory_order_relaxed);
-    for (uint32_t i = 0; i < pool->max_threads; i++) {
-        const pool_worker_t *w = &pool->workers[i];
-        out->completed += atomic_load_explicit(&w->completed, memory_order_relaxed);
-        out->threads_busy += atomic_load_explicit(&w->is_busy, memory_order_relaxed);
-    }
-    nl_hist_t wait_ns;
-    nl_hist_t run_ns;
-    nl_hist_init(&wait_ns);
-    nl_hist_init(&run_ns);
-    nl_pool_merge_hists(pool, &wait_ns, &run_ns);
-    nl_hist_summarize(&wait_ns, &out->wait_ns);
-    nl_hist_summarize(&run_ns, &out->run_ns);
 }
