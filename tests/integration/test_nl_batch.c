@@ -11,6 +11,8 @@
  *   the rest queued and written later, in order;
  * - a callback turning batching off inside a batch; a hook added late still runs before the
  *   flush; batching turned off: the same bytes, no batched send;
+ * - no descriptor free for the ring at the first flush: sent one by one, and batched again
+ *   once the retry is due;
  * - run as `test_nl_batch --forbid-io-uring` (a second ctest entry), the process first makes
  *   io_uring_setup fail with EPERM through seccomp, as Docker's default profile does; as
  *   `--no-send-op` (a third), io_uring_register fails with EINVAL, as on Linux 5.1-5.5, which
@@ -33,6 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -68,6 +71,8 @@ struct fan_s {
     bool is_batched;
     bool is_off_in_callback; /* the first on_write_complete turns batching off */
     bool is_hook_test;       /* queue without flushing; a before-sleep hook looks */
+    bool is_fd_squeezed;     /* no descriptor free while the fan-out flushes */
+    bool is_setting_kept;    /* leave nl_conn_set_batch_sends as the last fan-out left it */
     size_t wc_calls;
     uint64_t fanout_short_writes; /* short writes by the end of the fan-out (all flushes) */
     nl_conn_t *srv[MAX_CONNS];
@@ -104,11 +109,31 @@ static void hook_look(nl_loop_t *loop, void *arg)
     }
 }
 
+/* Lowers the soft descriptor limit to the lowest free descriptor, so that the next one fails
+ * with EMFILE. Returns the limit to restore. */
+static struct rlimit squeeze_fds(void)
+{
+    struct rlimit old;
+    assert_int_equal(getrlimit(RLIMIT_NOFILE, &old), 0);
+    int lowest = dup(0);
+    assert_true(lowest >= 0);
+    close(lowest);
+    struct rlimit tight = {.rlim_cur = (rlim_t)lowest, .rlim_max = old.rlim_max};
+    assert_int_equal(setrlimit(RLIMIT_NOFILE, &tight), 0);
+    assert_int_equal(dup(0), -1);
+    assert_int_equal(errno, EMFILE);
+    return old;
+}
+
 static void fan_out(void *arg)
 {
     fan_t *f = arg;
     nl_loop_t *loop = f->e->loop;
-    nl_conn_set_batch_sends(loop, f->is_batched);
+    struct rlimit fd_limit = {0};
+    if (f->is_fd_squeezed)
+        fd_limit = squeeze_fds();
+    if (!f->is_setting_kept)
+        nl_conn_set_batch_sends(loop, f->is_batched);
     if (f->is_hook_test) {
         /* Added long after the connections' state (and its flush) exists on this loop. */
         hook_conn = f->srv[0];
@@ -129,6 +154,8 @@ static void fan_out(void *arg)
         if (!f->is_hook_test)
             nl_conn_flush_loop(loop);
     }
+    if (f->is_fd_squeezed)
+        assert_int_equal(setrlimit(RLIMIT_NOFILE, &fd_limit), 0);
     for (size_t i = 0; i < f->n_srv; i++)
         f->n_refused += nl_conn_output_bytes(f->srv[i]) > 0;
     nl_conn_loop_stats_t cs;
@@ -206,7 +233,8 @@ static nl_conn_loop_stats_t fan_run(void **state, fan_t *f)
     test_env_t *e = *state;
     f->e = e;
     e->test = f;
-    test_env_serve(e, 0, &srv_cbs, 0);
+    if (!e->srv)
+        test_env_serve(e, 0, &srv_cbs, 0);
     for (size_t i = 0; i < f->n_conns; i++) {
         f->subs[i].f = f;
         f->subs[i].cl = test_env_client(e, &sub_cbs, &f->subs[i]);
@@ -221,6 +249,7 @@ static nl_conn_loop_stats_t fan_run(void **state, fan_t *f)
     for (size_t i = 0; i < f->n_conns; i++)
         nl_client_close(f->subs[i].cl);
     test_env_run_until(e, srv_all_closed);
+    e->srv_closed = 0; /* counted per fan-out */
     return cs;
 }
 
@@ -333,6 +362,45 @@ static void test_nl_batch_off(void **state)
     free(f);
 }
 
+static void on_retry_due(nl_timer_t *t, void *arg)
+{
+    (void)t;
+    *(bool *)arg = true;
+}
+
+static bool retry_due(test_env_t *e)
+{
+    return *(bool *)e->test;
+}
+
+/* No descriptor for the ring when the loop first flushes (a process at its limit): the
+ * fan-out goes out one send per connection, and the setup is tried again later (10 s after a
+ * first shortage) rather than given up for good: the next fan-out after that is batched. */
+static void test_nl_batch_fd_shortage(void **state)
+{
+    test_env_t *e = *state;
+    fan_t *f = calloc(1, sizeof(*f));
+    assert_non_null(f);
+    *f = (fan_t){
+        .n_conns = 50, .rounds = 5, .block_bytes = 100, .is_batched = true, .is_fd_squeezed = true};
+    nl_conn_loop_stats_t cs = fan_run(state, f);
+    assert_int_equal(cs.batch_sends, 0);
+    assert_true(cs.writev_calls >= 50 * 5);
+    if (!is_uring_forbidden) {
+        bool is_due = false;
+        nl_timer_t *t;
+        assert_int_equal(nl_timer_new(&t, e->loop, on_retry_due, &is_due), 0);
+        assert_int_equal(nl_timer_start(t, 10100, 0), 0);
+        e->test = &is_due;
+        test_env_run_until(e, retry_due);
+        nl_timer_close(t, NULL);
+        *f = (fan_t){.n_conns = 50, .rounds = 5, .block_bytes = 100, .is_setting_kept = true};
+        cs = fan_run(state, f);
+        assert_int_equal(cs.batch_sends, 50 * 5);
+    }
+    free(f);
+}
+
 /* Makes system call nr fail with err in this process from now on (seccomp filter). */
 static void forbid_syscall(int nr, int err)
 {
@@ -404,6 +472,8 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_nl_batch_hooks_before_flush, test_env_setup,
                                         test_env_teardown),
         cmocka_unit_test_setup_teardown(test_nl_batch_off, test_env_setup, test_env_teardown),
+        cmocka_unit_test_setup_teardown(test_nl_batch_fd_shortage, test_env_setup,
+                                        test_env_teardown),
     };
     return cmocka_run_group_tests(tests, uring_check, NULL);
 }
