@@ -407,18 +407,6 @@ void nl__conn_batch_free(nl__conn_loop_t *st)
     st->batch = NULL;
 }
 
-void nl_conn_set_batch_sends(nl_loop_t *loop, bool on)
-{
-    NL_ASSERT_OWNER(loop);
-    nl__conn_loop_t *st = nl__conn_loop_state(loop, true);
-    if (!st)
-        return;
-    st->is_batch_off = !on;
-    /* Inside a flush (a callback) the batch may be in use: the flush frees it at its end. */
-    if (!on && !st->is_flushing)
-        nl__conn_batch_free(st);
-}
-
 /* Whether b can take sends now: batching on and its ring alive. */
 static bool batch_live(const nl__conn_loop_t *st)
 {
@@ -458,6 +446,23 @@ static nl__conn_batch_t *batch_get(nl__conn_loop_t *st)
     st->batch = b;
     st->batch_retry_delay_ms = 0;
     return b;
+}
+
+void nl_conn_set_batch_sends(nl_loop_t *loop, bool on)
+{
+    NL_ASSERT_OWNER(loop);
+    nl__conn_loop_t *st = nl__conn_loop_state(loop, true);
+    if (!st)
+        return;
+    st->is_batch_off = !on;
+    /* Inside a flush (a callback) the batch may be in use: the flush frees it at its end. */
+    if (!on && !st->is_flushing)
+        nl__conn_batch_free(st);
+    /* The ring now, while descriptors are to spare: set up lazily, by a flush at the process's
+     * descriptor limit, it took the one a listener had just freed from its spare (EMFILE), and
+     * pending peers then hung in the backlog instead of being closed (test_gw_limits). */
+    if (on)
+        (void)batch_get(st);
 }
 
 /* Closes the ring for good after it failed; the batch itself is freed when the flush ends. */
@@ -640,7 +645,9 @@ static ssize_t out_write_direct(nl_conn_t *c, const void *data, size_t len)
     }
 }
 
-int nl_conn_send(nl_conn_t *c, const void *data, size_t len)
+/* nl_conn_send (is_now: write straight to the socket when nothing is queued) and
+ * nl_conn_send_later (queue for the iteration's flush). */
+static int out_send(nl_conn_t *c, const void *data, size_t len, bool is_now)
 {
     NL_ASSERT_OWNER(c->io.loop);
     if (c->state != NL_CONN_CONNECTED)
@@ -654,8 +661,9 @@ int nl_conn_send(nl_conn_t *c, const void *data, size_t len)
     if (owned >= limit || len > limit - owned)
         return -ENOBUFS;
     size_t before = nl__conn_queued(c);
+    bool is_idle = before == 0 && !(c->flags & NL__CONN_WRITE_ARMED);
     size_t done = 0;
-    if (before == 0 && !(c->flags & NL__CONN_WRITE_ARMED)) {
+    if (is_idle && is_now) {
         ssize_t n = out_write_direct(c, data, len);
         if (n < 0) {
             nl_conn_close(c, (int)n);
@@ -671,19 +679,33 @@ int nl_conn_send(nl_conn_t *c, const void *data, size_t len)
             return 0;
         }
     }
+    /* Later: on the dirty list before anything is queued, so queued bytes always have a flush
+     * or the socket's readiness coming (the invariant at the top). */
+    if (is_idle && !is_now && conn_mark_dirty(c) < 0)
+        return -ENOMEM;
     int err = nl_buf_append(&c->out, (const char *)data + done, len - done);
     if (err < 0) {
         if (done > 0)
             nl_conn_close(c, err); /* part of the message is on the wire: the stream is broken */
         return err;
     }
-    if (before == 0 && !(c->flags & NL__CONN_WRITE_ARMED)) {
+    if (is_idle && is_now) {
         /* The kernel took less than all: wait for the socket. */
         c->flags |= NL__CONN_WRITE_ARMED;
         nl__conn_update_interest(c);
     }
     out_check_high_water(c, before);
     return 0;
+}
+
+int nl_conn_send(nl_conn_t *c, const void *data, size_t len)
+{
+    return out_send(c, data, len, true);
+}
+
+int nl_conn_send_later(nl_conn_t *c, const void *data, size_t len)
+{
+    return out_send(c, data, len, false);
 }
 
 int nl_conn_send_block_ref(nl_conn_t *c, nl_block_t *b)

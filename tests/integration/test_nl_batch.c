@@ -11,6 +11,8 @@
  *   the rest queued and written later, in order;
  * - a callback turning batching off inside a batch; a hook added late still runs before the
  *   flush; batching turned off: the same bytes, no batched send;
+ * - answers queued with nl_conn_send_later: not written by the call, written by the flush, in
+ *   order, batched across connections; refused past the output cap;
  * - no descriptor free for the ring at the first flush: sent one by one, and batched again
  *   once the retry is due;
  * - run as `test_nl_batch --forbid-io-uring` (a second ctest entry), the process first makes
@@ -362,6 +364,143 @@ static void test_nl_batch_off(void **state)
     free(f);
 }
 
+/* --- answers: nl_conn_send_later ------------------------------------------------------ */
+
+#define ANSWER_CONNS 300
+#define ANSWER_ROUNDS 20
+#define ANSWER_BYTES 40
+
+/* Each client sends a 40-byte request per round; the server answers each with its bytes
+ * reversed through nl_conn_send_later, which must queue (not write) and leave the writing to
+ * the iteration's flush, batched across connections. */
+typedef struct answer_s {
+    test_env_t *e;
+    size_t n_connected;
+    size_t n_done;
+    size_t n_not_queued; /* answers found already written when send_later returned */
+    bool is_mismatch;
+    struct answer_cli_s {
+        struct answer_s *a;
+        nl_conn_t *conn;
+        size_t round;
+    } cli[ANSWER_CONNS];
+} answer_t;
+
+static void answer_request(char *out, size_t cli, size_t round)
+{
+    for (size_t k = 0; k < ANSWER_BYTES; k++)
+        out[k] = (char)('a' + (cli * 7 + round * 3 + k) % 26);
+}
+
+static void answer_srv_message(nl_conn_t *c, nl_buf_t *in)
+{
+    test_env_t *e = nl_conn_ctx(c);
+    answer_t *a = e->test;
+    while (nl_buf_readable(in) >= ANSWER_BYTES) {
+        char rev[ANSWER_BYTES];
+        const char *p = nl_buf_peek(in);
+        for (size_t k = 0; k < ANSWER_BYTES; k++)
+            rev[k] = p[ANSWER_BYTES - 1 - k];
+        nl_buf_retrieve(in, ANSWER_BYTES);
+        size_t before = nl_conn_output_bytes(c);
+        assert_int_equal(nl_conn_send_later(c, rev, sizeof(rev)), 0);
+        a->n_not_queued += nl_conn_output_bytes(c) != before + sizeof(rev);
+    }
+}
+
+static const nl_conn_cbs_t answer_srv_cbs = {.on_message = answer_srv_message,
+                                             .on_close = srv_close};
+
+static void answer_send_round(struct answer_cli_s *cl)
+{
+    char req[ANSWER_BYTES];
+    answer_request(req, (size_t)(cl - cl->a->cli), cl->round);
+    assert_int_equal(nl_conn_send(cl->conn, req, sizeof(req)), 0);
+}
+
+static void answer_cli_connected(nl_conn_t *c)
+{
+    struct answer_cli_s *cl = nl_conn_ctx(c);
+    cl->conn = c;
+    if (++cl->a->n_connected < ANSWER_CONNS)
+        return;
+    for (size_t i = 0; i < ANSWER_CONNS; i++) /* all at once: one burst for the server */
+        answer_send_round(&cl->a->cli[i]);
+}
+
+static void answer_cli_message(nl_conn_t *c, nl_buf_t *in)
+{
+    struct answer_cli_s *cl = nl_conn_ctx(c);
+    answer_t *a = cl->a;
+    while (nl_buf_readable(in) >= ANSWER_BYTES && cl->round < ANSWER_ROUNDS) {
+        char req[ANSWER_BYTES];
+        answer_request(req, (size_t)(cl - a->cli), cl->round);
+        const char *p = nl_buf_peek(in);
+        for (size_t k = 0; k < ANSWER_BYTES; k++)
+            a->is_mismatch |= p[k] != req[ANSWER_BYTES - 1 - k];
+        nl_buf_retrieve(in, ANSWER_BYTES);
+        if (++cl->round == ANSWER_ROUNDS)
+            a->n_done++;
+        else
+            answer_send_round(cl);
+    }
+}
+
+static const nl_conn_cbs_t answer_cli_cbs = {.on_connected = answer_cli_connected,
+                                             .on_message = answer_cli_message};
+
+static bool answers_done(test_env_t *e)
+{
+    const answer_t *a = e->test;
+    return a->n_done == ANSWER_CONNS;
+}
+
+static bool answer_srv_closed(test_env_t *e)
+{
+    return e->srv_closed == ANSWER_CONNS;
+}
+
+static void test_nl_batch_send_later(void **state)
+{
+    test_env_t *e = *state;
+    answer_t *a = calloc(1, sizeof(*a));
+    assert_non_null(a);
+    a->e = e;
+    e->test = a;
+    nl_conn_set_batch_sends(e->loop, true);
+    test_env_serve(e, 0, &answer_srv_cbs, 0);
+    nl_client_t *cls[ANSWER_CONNS];
+    for (size_t i = 0; i < ANSWER_CONNS; i++) {
+        a->cli[i].a = a;
+        cls[i] = test_env_client(e, &answer_cli_cbs, &a->cli[i]);
+    }
+    test_env_run_until(e, answers_done);
+    assert_false(a->is_mismatch);
+    assert_int_equal(a->n_not_queued, 0);
+    nl_conn_loop_stats_t cs;
+    nl_conn_get_loop_stats(e->loop, &cs);
+    /* The clients' requests are direct sends; the answers, queued, went out with the flushes:
+     * batched (several per submit) unless io_uring is forbidden here. */
+    if (is_uring_forbidden) {
+        assert_int_equal(cs.batch_sends, 0);
+    } else {
+        assert_true(cs.batch_sends >= ANSWER_CONNS);
+        assert_true(cs.batch_submits < cs.batch_sends);
+    }
+    /* Past the output cap (twice the high-water mark, at least 64 KiB) nothing is queued. */
+    nl_conn_t *c = a->cli[0].conn;
+    nl_conn_set_high_water(c, 1000);
+    static char big[70 * 1024];
+    assert_int_equal(nl_conn_send_later(c, big, sizeof(big)), -ENOBUFS);
+    assert_int_equal(nl_conn_output_bytes(c), 0);
+    assert_int_equal(nl_conn_send_later(c, big, 1000), 0);
+    assert_int_equal(nl_conn_output_bytes(c), 1000);
+    for (size_t i = 0; i < ANSWER_CONNS; i++)
+        nl_client_close(cls[i]);
+    test_env_run_until(e, answer_srv_closed);
+    free(a);
+}
+
 static void on_retry_due(nl_timer_t *t, void *arg)
 {
     (void)t;
@@ -473,6 +612,8 @@ int main(int argc, char **argv)
                                         test_env_teardown),
         cmocka_unit_test_setup_teardown(test_nl_batch_off, test_env_setup, test_env_teardown),
         cmocka_unit_test_setup_teardown(test_nl_batch_fd_shortage, test_env_setup,
+                                        test_env_teardown),
+        cmocka_unit_test_setup_teardown(test_nl_batch_send_later, test_env_setup,
                                         test_env_teardown),
     };
     return cmocka_run_group_tests(tests, uring_check, NULL);

@@ -96,6 +96,14 @@ void nl_conn_set_cbs(nl_conn_t *c, const nl_conn_cbs_t *cbs);
  * on_write_complete may run before this returns. */
 int nl_conn_send(nl_conn_t *c, const void *data, size_t len);
 
+/* As nl_conn_send, but never writes now: the bytes are copied into the output and go out with
+ * the iteration's flush, in one write with whatever else the connection has queued, and in
+ * one batch with the other connections' writes (nl_conn_set_batch_sends). For answers made
+ * while handling input: a burst of requests over many connections then costs one system
+ * call, not one per answer, and wakes each peer once. Same returns as nl_conn_send. Thread:
+ * owner. Callbacks: on_high_water may run before this returns. */
+int nl_conn_send_later(nl_conn_t *c, const void *data, size_t len);
+
 /* Queues a reference to a shared block (taking its own reference) and marks the connection
  * for the iteration's flush. Returns: 0; -ENOTCONN; -ENOMEM. Thread: owner.
  * Callbacks: on_high_water may run before this returns. */
@@ -174,7 +182,9 @@ void nl_conn_get_loop_stats(nl_loop_t *loop, nl_conn_loop_stats_t *out);
  * Where the kernel lacks io_uring (or its send operation, before Linux 5.6) or forbids it, the
  * loop logs batch_sends_unavailable once and sends one by one; a shortage of memory or
  * descriptors at setup logs batch_sends_retry and is retried after 10 s, doubling up to
- * 10 min. Bytes, order and callbacks are the same either way.
+ * 10 min. Bytes, order and callbacks are the same either way. Turning it on sets the ring up
+ * at once (by default it is set up by the first flush that needs it): a server should, at
+ * start, so that the ring's descriptor is not sought later, at the process's limit.
  * Thread: loop's owner. */
 void nl_conn_set_batch_sends(nl_loop_t *loop, bool on);
 
