@@ -97,8 +97,15 @@ int gw_session_send(gw_loop_t *lp, gw_session_t *s, const Herald__Frame *f)
 {
     nl_buf_t *b = &lp->scratch;
     int err = proto_frame_append(b, f);
-    if (err == 0)
+    /* Answers wait for the loop's flush, which writes them with the iteration's Pushes in one
+     * batch: a burst of publishes from many clients then costs one system call for all their
+     * PublishOks rather than one each, and each peer is woken once. (seed.sh, 10 s runs in
+     * turn: p99 1.8-7.7 ms against 7.5-20.4 ms sending each answer at once.) A Disconnect
+     * goes now: a forced close may follow it. */
+    if (err == 0 && f->body_case == HERALD__FRAME__BODY_DISCONNECT)
         err = nl_conn_send(s->conn, nl_buf_peek(b), nl_buf_readable(b));
+    else if (err == 0)
+        err = nl_conn_send_later(s->conn, nl_buf_peek(b), nl_buf_readable(b));
     nl_buf_retrieve_all(b);
     if (err == 0 && (unsigned)f->body_case < GW_STATS_FRAME_TYPES)
         lp->stats.frames_out[f->body_case]++;

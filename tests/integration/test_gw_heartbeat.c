@@ -3,7 +3,8 @@
  * flags. ConnectOk announces the ping interval and idle timeout; a silent client gets
  * Disconnect{IDLE_TIMEOUT} and the close, not before the timeout is near; a client that pings
  * (every Ping answered by a Pong with its id) outlives several timeouts; a connection that never
- * sends Connect is closed after the connect timeout.
+ * sends Connect is closed after the connect timeout. When herald stops, a connected client
+ * gets Disconnect{SHUTDOWN} before the close, even one whose answer was still queued.
  *
  * Time passes in poll() on the clients' sockets (the silent client's socket, waiting for its
  * close), never in a sleep.
@@ -122,12 +123,55 @@ static void test_gw_heartbeat_connect_timeout(void **state)
     gw_stop(state);
 }
 
+static void test_gw_heartbeat_shutdown_disconnect(void **state)
+{
+    test_herald_t *h = gw_start(state, "--insecure", NULL);
+    test_client_t c;
+    test_client_t d;
+    GW_OK(test_client_auth(&c, h->port, "leaving", GW_WAIT_MS), &c);
+    GW_OK(test_client_auth(&d, h->port, "asking", GW_WAIT_MS), &d);
+    /* d's Ping is sent without waiting for the Pong: its answer may still be queued when the
+     * stop comes. */
+    Herald__Ping ping = HERALD__PING__INIT;
+    Herald__Frame f = HERALD__FRAME__INIT;
+    f.id = 7;
+    f.body_case = HERALD__FRAME__BODY_PING;
+    f.ping = &ping;
+    GW_OK(test_client_send(&d, &f, GW_WAIT_MS), &d);
+    gw_stop(state);
+    /* The kernel keeps what herald wrote before it exited; the Disconnect must be in it. A
+     * Disconnect queued behind output and then closed by force would be lost. */
+    int disc = -1;
+    GW_OK(test_client_expect_close(&c, false, &disc, NULL, GW_WAIT_MS), &c);
+    assert_int_equal(disc, HERALD__DISCONNECT__CODE__SHUTDOWN);
+    /* d: the Pong (if herald answered before the stop), then the Disconnect, then the close. */
+    disc = -1;
+    for (;;) {
+        Herald__Frame *r = NULL;
+        int rc = test_client_recv(&d, &r, GW_WAIT_MS);
+        if (rc == 0)
+            break;
+        if (rc != 1)
+            fail_msg("reading after the stop: %d", rc);
+        if (r->body_case == HERALD__FRAME__BODY_DISCONNECT)
+            disc = r->disconnect->code;
+        else if (r->body_case != HERALD__FRAME__BODY_PONG || r->id != 7 || disc != -1)
+            fail_msg("unexpected frame %d (id %llu) after the stop", (int)r->body_case,
+                     (unsigned long long)r->id);
+        proto_frame_free(r);
+    }
+    assert_int_equal(disc, HERALD__DISCONNECT__CODE__SHUTDOWN);
+    test_client_close(&c);
+    test_client_close(&d);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_gw_heartbeat_idle_timeout, gw_teardown),
         cmocka_unit_test_teardown(test_gw_heartbeat_other_frames_count, gw_teardown),
         cmocka_unit_test_teardown(test_gw_heartbeat_connect_timeout, gw_teardown),
+        cmocka_unit_test_teardown(test_gw_heartbeat_shutdown_disconnect, gw_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
