@@ -150,11 +150,14 @@ static void loop_ack_run(void *arg)
 }
 
 /* Step 2 on an IO loop: Disconnect{SHUTDOWN} and close every session. Their on_close runs at
- * the end of this iteration, so the answer is posted from the next one. */
+ * the end of this iteration, so the answer is posted from the next one. The answers made in
+ * this iteration (queued for its flush) go out first: queued, they would hold the Disconnect
+ * behind them, and the forced close drops what is queued. */
 static void loop_close_sessions(void *arg)
 {
     gw_loop_t *lp = arg;
     lp->is_stopping = true;
+    nl_conn_flush_loop(lp->loop);
     gw_session_close_all(lp);
     if (nl_loop_post(lp->loop, loop_ack_run, lp) < 0)
         loop_ack(lp);

@@ -681,12 +681,15 @@ static int out_send(nl_conn_t *c, const void *data, size_t len, bool is_now)
     }
     /* Later: on the dirty list before anything is queued, so queued bytes always have a flush
      * or the socket's readiness coming (the invariant at the top). */
-    if (is_idle && !is_now && conn_mark_dirty(c) < 0)
+    bool is_marking = is_idle && !is_now && c->u.dirty_idx == NL__CONN_NO_IDX;
+    if (is_marking && conn_mark_dirty(c) < 0)
         return -ENOMEM;
     int err = nl_buf_append(&c->out, (const char *)data + done, len - done);
     if (err < 0) {
         if (done > 0)
             nl_conn_close(c, err); /* part of the message is on the wire: the stream is broken */
+        else if (is_marking)
+            nl__conn_unmark_dirty(c); /* nothing queued: no flush, no on_write_complete */
         return err;
     }
     if (is_idle && is_now) {

@@ -3,8 +3,8 @@
  * flags. ConnectOk announces the ping interval and idle timeout; a silent client gets
  * Disconnect{IDLE_TIMEOUT} and the close, not before the timeout is near; a client that pings
  * (every Ping answered by a Pong with its id) outlives several timeouts; a connection that never
- * sends Connect is closed after the connect timeout. When herald stops, a connected client
- * gets Disconnect{SHUTDOWN} before the close, even one whose answer was still queued.
+ * sends Connect is closed after the connect timeout. When herald stops, every client gets the
+ * answers already made and then Disconnect{SHUTDOWN} before the close.
  *
  * Time passes in poll() on the clients' sockets (the silent client's socket, waiting for its
  * close), never in a sleep.
@@ -123,46 +123,67 @@ static void test_gw_heartbeat_connect_timeout(void **state)
     gw_stop(state);
 }
 
-static void test_gw_heartbeat_shutdown_disconnect(void **state)
+#define STOP_CLIENTS 50
+#define STOP_PINGS 1000
+
+/* Reads until the close: Pongs with ids 1, 2, ... (as many as herald answered before the
+ * stop), then Disconnect{SHUTDOWN}. Fails the test otherwise. */
+static void expect_pongs_then_shutdown(test_client_t *c)
 {
-    test_herald_t *h = gw_start(state, "--insecure", NULL);
-    test_client_t c;
-    test_client_t d;
-    GW_OK(test_client_auth(&c, h->port, "leaving", GW_WAIT_MS), &c);
-    GW_OK(test_client_auth(&d, h->port, "asking", GW_WAIT_MS), &d);
-    /* d's Ping is sent without waiting for the Pong: its answer may still be queued when the
-     * stop comes. */
-    Herald__Ping ping = HERALD__PING__INIT;
-    Herald__Frame f = HERALD__FRAME__INIT;
-    f.id = 7;
-    f.body_case = HERALD__FRAME__BODY_PING;
-    f.ping = &ping;
-    GW_OK(test_client_send(&d, &f, GW_WAIT_MS), &d);
-    gw_stop(state);
-    /* The kernel keeps what herald wrote before it exited; the Disconnect must be in it. A
-     * Disconnect queued behind output and then closed by force would be lost. */
+    uint64_t next_id = 1;
     int disc = -1;
-    GW_OK(test_client_expect_close(&c, false, &disc, NULL, GW_WAIT_MS), &c);
-    assert_int_equal(disc, HERALD__DISCONNECT__CODE__SHUTDOWN);
-    /* d: the Pong (if herald answered before the stop), then the Disconnect, then the close. */
-    disc = -1;
     for (;;) {
         Herald__Frame *r = NULL;
-        int rc = test_client_recv(&d, &r, GW_WAIT_MS);
+        int rc = test_client_recv(c, &r, GW_WAIT_MS);
         if (rc == 0)
             break;
         if (rc != 1)
             fail_msg("reading after the stop: %d", rc);
-        if (r->body_case == HERALD__FRAME__BODY_DISCONNECT)
+        if (r->body_case == HERALD__FRAME__BODY_DISCONNECT && disc == -1)
             disc = r->disconnect->code;
-        else if (r->body_case != HERALD__FRAME__BODY_PONG || r->id != 7 || disc != -1)
+        else if (r->body_case != HERALD__FRAME__BODY_PONG || r->id != next_id++ || disc != -1)
             fail_msg("unexpected frame %d (id %llu) after the stop", (int)r->body_case,
                      (unsigned long long)r->id);
         proto_frame_free(r);
     }
-    assert_int_equal(disc, HERALD__DISCONNECT__CODE__SHUTDOWN);
-    test_client_close(&c);
-    test_client_close(&d);
+    if (disc != HERALD__DISCONNECT__CODE__SHUTDOWN)
+        fail_msg("no Disconnect{SHUTDOWN} before the close (got %d after %llu Pongs)", disc,
+                 (unsigned long long)(next_id - 1));
+}
+
+/* Node shutdown closes sessions by force, dropping what is queued: the answers herald made in
+ * the same loop iteration must go out first, or they would hold the Disconnect behind them.
+ * Twenty clients each send 400 Pings in one write and herald is stopped at once, so it is
+ * answering them when the stop reaches its loop. */
+static void test_gw_heartbeat_shutdown_disconnect(void **state)
+{
+    test_herald_t *h = gw_start(state, "--insecure", NULL);
+    test_client_t *cs = calloc(STOP_CLIENTS, sizeof(*cs));
+    assert_non_null(cs);
+    nl_buf_t pings;
+    nl_buf_init(&pings, 0);
+    for (uint64_t id = 1; id <= STOP_PINGS; id++) {
+        Herald__Ping ping = HERALD__PING__INIT;
+        Herald__Frame f = HERALD__FRAME__INIT;
+        f.id = id;
+        f.body_case = HERALD__FRAME__BODY_PING;
+        f.ping = &ping;
+        assert_int_equal(proto_frame_append(&pings, &f), 0);
+    }
+    for (size_t i = 0; i < STOP_CLIENTS; i++)
+        GW_OK(test_client_auth(&cs[i], h->port, "stopping", GW_WAIT_MS), &cs[i]);
+    for (size_t i = 0; i < STOP_CLIENTS; i++)
+        GW_OK(
+            test_client_send_raw(&cs[i], nl_buf_peek(&pings), nl_buf_readable(&pings), GW_WAIT_MS),
+            &cs[i]);
+    gw_stop(state);
+    /* The kernel keeps what herald wrote before it exited. */
+    for (size_t i = 0; i < STOP_CLIENTS; i++) {
+        expect_pongs_then_shutdown(&cs[i]);
+        test_client_close(&cs[i]);
+    }
+    nl_buf_deinit(&pings);
+    free(cs);
 }
 
 int main(void)
