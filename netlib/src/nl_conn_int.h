@@ -110,8 +110,9 @@ typedef struct nl__conn_loop_s {
     nl__conn_pool_t pools[NL__CONN_POOLS];
     uint64_t last_trim_ms;
     char *coalesce_buf; /* NL__CONN_COALESCE_BYTES, allocated by the first coalesced write */
-    /* Batched sends (nl_conn_out.c): allocated by the first flush with enough connections;
-     * batch_off once io_uring proved unavailable or nl_conn_set_batch_sends turned it off. */
+    /* Batched sends (nl_conn_out.c): allocated when nl_conn_set_batch_sends turns them on, else
+     * by the first flush with enough connections; is_batch_off once io_uring proved
+     * unavailable or nl_conn_set_batch_sends turned it off. */
     struct nl__conn_batch_s *batch;
     uint64_t batch_retry_ms;       /* no ring setup before this loop time (after a shortage) */
     uint32_t batch_retry_delay_ms; /* the last wait after a shortage; 0 after a success */

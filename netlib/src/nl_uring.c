@@ -109,16 +109,10 @@ int nl__uring_open(nl__uring_t **out, unsigned entries)
         return -ENOMEM;
     struct io_uring_params p;
     r->fd = uring_setup(entries, &p);
-    if (r->fd < 0) {
-        int err = r->fd;
-        free(r);
+    int err = r->fd < 0 ? r->fd : uring_probe_send(r->fd);
+    if (err < 0) {
+        nl__uring_close(r);
         return err;
-    }
-    int probe = uring_probe_send(r->fd);
-    if (probe < 0) {
-        close(r->fd);
-        free(r);
-        return probe;
     }
     r->sq_map_len = p.sq_off.array + p.sq_entries * sizeof(unsigned);
     r->cq_map_len = p.cq_off.cqes + p.cq_entries * sizeof(struct io_uring_cqe);
@@ -135,7 +129,7 @@ int nl__uring_open(nl__uring_t **out, unsigned entries)
     if (r->cq_map)
         r->sqes = uring_map(r->fd, r->sqes_len, IORING_OFF_SQES);
     if (!r->sqes) {
-        int err = -errno;
+        err = -errno;
         nl__uring_close(r);
         return err;
     }
