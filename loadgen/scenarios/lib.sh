@@ -14,14 +14,15 @@ CLK_TCK=$(getconf CLK_TCK)
 NPROC=$(nproc)
 HERALD_PID=""
 LOADGEN_PIDS=()
-PIN=1
+PIN=${PIN:-1}
 
 die() {
     echo "$(basename "$0"): $*" >&2
     exit 2
 }
 
-# Parses --build DIR and --no-pin; leaves the rest in ARGS.
+# Parses --build DIR, --no-pin and --pin; leaves the rest in ARGS. A script sets PIN before
+# scenario_init to choose its own default.
 scenario_init() {
     BUILD="$REPO/build/release"
     ARGS=()
@@ -30,6 +31,7 @@ scenario_init() {
         --build) BUILD=$(cd "$2" && pwd); shift 2 ;;
         --build=*) BUILD=$(cd "${1#--build=}" && pwd); shift ;;
         --no-pin) PIN=0; shift ;;
+        --pin) PIN=1; shift ;;
         *) ARGS+=("$1"); shift ;;
         esac
     done
