@@ -141,6 +141,25 @@ int nl_buf_ensure_writable(nl_buf_t *b, size_t n)
     return buf_grow(b, NL_BUF_PREPEND + len + n);
 }
 
+int nl_buf_reserve(nl_buf_t *b, size_t n)
+{
+    if (b->data != NULL)
+        return nl_buf_ensure_writable(b, n);
+    if (n > buf_room(b))
+        return -ENOBUFS;
+    size_t cap =
+        NL_BUF_PREPEND + (n + NL_BUF_SMALL_ROUND - 1) / NL_BUF_SMALL_ROUND * NL_BUF_SMALL_ROUND;
+    if (cap > b->max_bytes)
+        cap = b->max_bytes;
+    b->data = malloc(cap);
+    if (b->data == NULL)
+        return -ENOMEM;
+    b->cap = (uint32_t)cap;
+    b->rd = NL_BUF_PREPEND;
+    b->wr = NL_BUF_PREPEND;
+    return 0;
+}
+
 int nl_buf_append(nl_buf_t *b, const void *data, size_t len)
 {
     if (len == 0)

@@ -684,7 +684,11 @@ static int out_send(nl_conn_t *c, const void *data, size_t len, bool is_now)
     bool is_marking = is_idle && !is_now && c->u.dirty_idx == NL__CONN_NO_IDX;
     if (is_marking && conn_mark_dirty(c) < 0)
         return -ENOMEM;
-    int err = nl_buf_append(&c->out, (const char *)data + done, len - done);
+    /* Most queued sends are small answers released by the next flush: sized to fit (see
+     * nl_buf_reserve), not 1 KiB. */
+    int err = nl_buf_reserve(&c->out, len - done);
+    if (err == 0)
+        err = nl_buf_append(&c->out, (const char *)data + done, len - done);
     if (err < 0) {
         if (done > 0)
             nl_conn_close(c, err); /* part of the message is on the wire: the stream is broken */

@@ -203,6 +203,40 @@ static void test_nl_buf_first_use_sized_to_need(void **state)
     assert_int_equal(nl_buf_capacity(b), FIRST_CAP);
 }
 
+/* nl_buf_reserve: a first allocation fits the need (rounded to NL_BUF_SMALL_ROUND), not
+ * NL_BUF_INITIAL; with storage it is nl_buf_ensure_writable; past the cap nothing is allocated. */
+static void test_nl_buf_reserve_small_first(void **state)
+{
+    nl_buf_t *b = *state;
+    assert_int_equal(nl_buf_reserve(b, 40), 0);
+    assert_int_equal(nl_buf_capacity(b), NL_BUF_PREPEND + NL_BUF_SMALL_ROUND);
+    assert_int_equal(nl_buf_readable(b), 0);
+    assert_true(nl_buf_writable(b) >= 40);
+    append_pattern(b, 0, 40);
+    /* Storage present: grows by doubling like any append, the bytes kept in order. */
+    assert_int_equal(nl_buf_reserve(b, 100), 0);
+    assert_true(nl_buf_capacity(b) >= NL_BUF_PREPEND + 140);
+    assert_true(nl_buf_capacity(b) < FIRST_CAP);
+    append_pattern(b, 40, 100);
+    check_pattern(nl_buf_peek(b), 0, 140);
+    nl_buf_retrieve_all(b);
+    nl_buf_release(b);
+    assert_int_equal(nl_buf_capacity(b), 0);
+    /* A large first need is sized to it too. */
+    assert_int_equal(nl_buf_reserve(b, 5000), 0);
+    assert_int_equal(nl_buf_capacity(b), NL_BUF_PREPEND + 5056);
+    nl_buf_release(b);
+
+    nl_buf_t small;
+    nl_buf_init(&small, 100);
+    assert_int_equal(nl_buf_reserve(&small, 100), -ENOBUFS);
+    assert_int_equal(nl_buf_capacity(&small), 0);
+    /* Rounding never passes the cap. */
+    assert_int_equal(nl_buf_reserve(&small, 90), 0);
+    assert_int_equal(nl_buf_capacity(&small), 100);
+    nl_buf_deinit(&small);
+}
+
 static void test_nl_buf_begin_write(void **state)
 {
     nl_buf_t *b = *state;
@@ -646,6 +680,7 @@ int main(void)
         BUF_TEST(test_nl_buf_inside_grow),
         BUF_TEST(test_nl_buf_release_only_when_empty),
         BUF_TEST(test_nl_buf_first_use_sized_to_need),
+        BUF_TEST(test_nl_buf_reserve_small_first),
         BUF_TEST(test_nl_buf_begin_write),
         BUF_TEST(test_nl_buf_prepend),
         BUF_TEST(test_nl_buf_integers),

@@ -28,6 +28,8 @@
 #define NL_BUF_PREPEND 8
 /* First allocation (beyond the prepend area) when the buffer has no storage yet. */
 #define NL_BUF_INITIAL 1024
+/* nl_buf_reserve's rounding of a first allocation. */
+#define NL_BUF_SMALL_ROUND 64
 /* Default cap when nl_buf_init is given 0. */
 #define NL_BUF_DEFAULT_MAX (64u * 1024 * 1024)
 /* The stack spill nl_buf_read_fd reads into beyond the buffer's free space. */
@@ -84,6 +86,13 @@ void nl_buf_release(nl_buf_t *b);
 /* Makes at least n bytes writable, moving readable bytes to the front or growing.
  * Returns: 0; -ENOBUFS past max_bytes; -ENOMEM. */
 int nl_buf_ensure_writable(nl_buf_t *b, size_t n);
+
+/* As nl_buf_ensure_writable, except that a buffer with no storage gets only n bytes (rounded
+ * up to NL_BUF_SMALL_ROUND) instead of at least NL_BUF_INITIAL. For small, short-lived contents:
+ * an answer queued until the loop's flush, whose 1 KiB block freed moments later would leave a
+ * hole in the heap between long-lived objects (measured: 40-65 bytes more RSS per idle
+ * connection after a connect ramp). Returns: 0; -ENOBUFS past max_bytes; -ENOMEM. */
+int nl_buf_reserve(nl_buf_t *b, size_t n);
 
 /* Appends len bytes. Returns: 0; -ENOBUFS past max_bytes (nothing appended); -ENOMEM. */
 int nl_buf_append(nl_buf_t *b, const void *data, size_t len);
