@@ -1,7 +1,8 @@
 /*
- * gw_config: defaults, INI file (inih), HERALD_* variables and getopt_long flags, all driven by
- * the settings[] table below. Adding a setting is one row plus its field and default; the file
- * key, the environment name, the flag, --help and --print-config follow from the row.
+ * gw_config: INI file (inih), HERALD_* variables and getopt_long flags, all driven by the
+ * settings[] table below. Adding a setting is one row plus its field and its default (in
+ * gw_config_defaults.c, with the checks across settings); the file key, the environment name,
+ * the flag, --help and --print-config follow from the row.
  */
 #include "gw_config.h"
 
@@ -59,8 +60,8 @@ static const setting_t settings[] = {
      "client listener host only"},
     {"server", "port", "listen_port", NULL, T_U16, OFF(listen_port), 0, 0, 65535, false,
      "client listener port only (0: any free port)"},
-    {"server", "io_threads", "io_threads", NULL, T_U32, OFF(io_threads), 0, 0, 256, false,
-     "IO loop threads (0: one per CPU herald may run on)"},
+    {"server", "io_threads", "io_threads", NULL, T_U32, OFF(io_threads), 0, 0, 64, false,
+     "IO loop threads (0: one per CPU herald may run on, at most 64)"},
     {"server", "pin_io_threads", "pin_io_threads", NULL, T_BOOL, OFF(is_pin_io_threads), 0, 0, 0,
      false, "pin IO loop i to the i-th CPU herald may run on"},
     {"server", "batch_sends", "batch_sends", NULL, T_BOOL, OFF(is_batch_sends), 0, 0, 0, false,
@@ -127,36 +128,6 @@ static const setting_t settings[] = {
 
 /* Error text buffer for one refused value; long enough for the longest message below. */
 #define MSG_MAX 160
-
-void gw_config_init(gw_config_t *cfg)
-{
-    memset(cfg, 0, sizeof(*cfg));
-    strcpy(cfg->listen_host, "0.0.0.0");
-    cfg->listen_port = 7400;
-    cfg->is_batch_sends = true;
-    cfg->worker_threads = 2;
-    cfg->worker_queue_capacity = 4096;
-    cfg->max_connections = 1000000;
-    cfg->drain_ms = 10000;
-    cfg->is_admin_enabled = true;
-    strcpy(cfg->admin_host, "127.0.0.1");
-    cfg->admin_port = 7401;
-    cfg->admin_max_body_bytes = MIB;
-    cfg->ping_interval_ms = 25000;
-    cfg->idle_timeout_ms = 60000;
-    cfg->connect_timeout_ms = 10000;
-    cfg->max_frame_bytes = 65536;
-    cfg->max_subscriptions_per_conn = 128;
-    cfg->max_channel_bytes = GW_CHANNEL_NAME_MAX_DEFAULT;
-    cfg->publish_rate_per_s = 100;
-    cfg->publish_burst = 200;
-    cfg->output_high_water_bytes = MIB;
-    cfg->slow_consumer = GW_SLOW_DROP;
-    cfg->engine = GW_ENGINE_MEMORY;
-    strcpy(cfg->redis_host, "127.0.0.1");
-    cfg->redis_port = 6379;
-    cfg->log_level = NL_INFO;
-}
 
 /* ---- applying and formatting one setting ---- */
 
@@ -638,54 +609,6 @@ int gw_config_load_args(gw_config_t *cfg, int argc, char *const *argv, FILE *err
 }
 
 /* ---- validation and the whole sequence ---- */
-
-__attribute__((format(printf, 3, 4))) static int problem(FILE *err, bool is_error, const char *fmt,
-                                                         ...)
-{
-    if (err != NULL) {
-        fputs(is_error ? "config: " : "config: warning: ", err);
-        va_list ap;
-        va_start(ap, fmt);
-        vfprintf(err, fmt, ap);
-        va_end(ap);
-        fputc('\n', err);
-    }
-    return is_error ? 1 : 0;
-}
-
-int gw_config_validate(const gw_config_t *cfg, FILE *err)
-{
-    int n = 0;
-    if (cfg->idle_timeout_ms <= cfg->ping_interval_ms)
-        n += problem(err, true,
-                     "idle_timeout (%" PRIu64 " ms) must exceed ping_interval (%" PRIu64 " ms)",
-                     cfg->idle_timeout_ms, cfg->ping_interval_ms);
-    /* herald with no arguments must run (an operator's first try), yet must never accept a
-     * token it cannot verify: without a secret every Connect is refused (gw_session_auth). */
-    if (!cfg->is_insecure && cfg->token_secret[0] == '\0')
-        problem(err, false,
-                "no token secret: every Connect is refused until [auth] secret, "
-                "HERALD_TOKEN_SECRET or --secret is set (or --insecure for a demo)");
-    if (cfg->token_secret[0] != '\0' && strlen(cfg->token_secret) < 16)
-        n += problem(err, true, "the token secret must be at least 16 bytes");
-    if (cfg->output_high_water_bytes < cfg->max_frame_bytes)
-        n += problem(err, true, "output_high_water must be at least max_frame");
-    if (cfg->listen_host[0] == '\0')
-        n += problem(err, true, "the listen host is empty");
-    if (cfg->is_admin_enabled && cfg->admin_host[0] == '\0')
-        n += problem(err, true, "the admin host is empty");
-    if (cfg->is_admin_enabled && cfg->admin_port != 0 && cfg->admin_port == cfg->listen_port)
-        n += problem(err, true, "the admin port and the listen port are both %u", cfg->listen_port);
-    /* The Redis engine is a later issue; running the memory engine under its name would look
-     * like a working cluster that shares nothing. */
-    if (cfg->engine == GW_ENGINE_REDIS)
-        n += problem(err, true, "engine redis is not available in this build yet; use memory");
-    if (cfg->is_admin_enabled && cfg->admin_api_key[0] == '\0')
-        problem(err, false, "no admin api_key: the admin port answers /healthz only");
-    if (cfg->is_insecure)
-        problem(err, false, "insecure mode: client tokens are not verified");
-    return n;
-}
 
 static const char *env_lookup(char *const *envp, const char *name)
 {

@@ -19,7 +19,8 @@
  * Decisions worth knowing:
  *   - admin api_key empty (the default): the admin port still answers /healthz, and refuses
  *     every other request with 401. Set it (or --api-key) to use the admin API.
- *   - token secret empty and insecure off: gw_config_validate() refuses to start. Insecure
+ *   - token secret empty and insecure off: herald starts (an operator's first try with no
+ *     arguments must run), warns, and refuses every Connect until a secret is set. Insecure
  *     mode (--insecure) accepts connections without verifying tokens; for demos and benchmarks.
  *   - idle_timeout must exceed ping_interval, or clients that ping on time would be closed.
  *

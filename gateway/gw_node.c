@@ -339,8 +339,12 @@ static uint32_t node_loop_count(const gw_config_t *cfg)
                                                          : sysconf(_SC_NPROCESSORS_ONLN);
     if (n < 1)
         n = 1;
-    if (n > GW_NODE_MAX_LOOPS)
+    if (n > GW_NODE_MAX_LOOPS) {
+        /* Only the default can get here (the config refuses more): the engine's per-channel
+         * loop mask has 64 bits. */
+        NL_LOG(NL_WARN, "io_threads_capped", "cpus=%ld io_threads=%d", n, GW_NODE_MAX_LOOPS);
         n = GW_NODE_MAX_LOOPS;
+    }
     return (uint32_t)n;
 }
 

@@ -105,7 +105,7 @@ static int cmd_token(int argc, char **argv)
         goto out;
     if (cfg->token_secret[0] == '\0') {
         fprintf(stderr, "herald token: no token secret configured (--secret, HERALD_TOKEN_SECRET "
-                        "or [auth] token_secret)\n");
+                        "or [auth] secret)\n");
         goto out;
     }
     uint64_t ttl_ms = 3600 * 1000;

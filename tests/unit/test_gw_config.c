@@ -350,7 +350,7 @@ static void test_gw_config_env(void **state)
     open_capture(&err);
     assert_int_equal(gw_config_load_env(&c, bad, err.fp), -EINVAL);
     close_capture(&err);
-    assert_string_equal(err.text, "HERALD_IO_THREADS: '-2' is not an integer in 0..256\n");
+    assert_string_equal(err.text, "HERALD_IO_THREADS: '-2' is not an integer in 0..64\n");
     assert_string_equal(c.token_secret, ""); /* the empty value was applied */
     free(err.text);
 }
@@ -403,7 +403,7 @@ static void test_gw_config_args(void **state)
     open_capture(&err);
     assert_int_equal(gw_config_load_args(&c, 6, bad, err.fp, &action), -EINVAL);
     close_capture(&err);
-    assert_string_equal(err.text, "--io-threads: 'lots' is not an integer in 0..256\n"
+    assert_string_equal(err.text, "--io-threads: 'lots' is not an integer in 0..64\n"
                                   "--no-such: unknown option (see --help)\n"
                                   "--secret: needs a value\n");
     assert_string_equal(c.token_secret, SECRET);
