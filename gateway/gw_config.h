@@ -97,6 +97,7 @@ typedef struct gw_config_s {
     uint32_t publish_burst;              /* default 200 */
     uint64_t output_high_water_bytes;    /* default 1 MiB */
     gw_slow_policy_t slow_consumer;      /* default GW_SLOW_DROP */
+    uint64_t slow_consumer_linger_ms;    /* disconnect policy: time to read the backlog; 5 s */
 
     /* [engine] */
     gw_engine_kind_t engine;             /* default GW_ENGINE_MEMORY */

@@ -38,6 +38,7 @@ void gw_config_init(gw_config_t *cfg)
     cfg->publish_burst = 200;
     cfg->output_high_water_bytes = MIB;
     cfg->slow_consumer = GW_SLOW_DROP;
+    cfg->slow_consumer_linger_ms = 5000;
     cfg->engine = GW_ENGINE_MEMORY;
     strcpy(cfg->redis_host, "127.0.0.1");
     cfg->redis_port = 6379;

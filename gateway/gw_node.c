@@ -120,6 +120,8 @@ static void loop_on_stop(nl_loop_t *loop, void *arg)
     nl_buf_deinit(&lp->scratch);
     free(lp->flush_pub_ns);
     lp->flush_pub_ns = NULL;
+    free(lp->leaving);
+    lp->leaving = NULL;
     lp->n_flush_pub = 0;
     lp->cap_flush_pub = 0;
 }

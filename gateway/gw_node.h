@@ -65,6 +65,11 @@ struct gw_loop_s {
     uint64_t *flush_pub_ns;     /* publish times of messages delivered this iteration */
     uint32_t n_flush_pub;
     uint32_t cap_flush_pub;
+    /* Slow consumers told to go during one gw_session_deliver, whose subscriptions it removes
+     * once its loop over the members is done. */
+    struct gw_session_s **leaving;
+    uint32_t n_leaving;
+    uint32_t cap_leaving;
     gw_stats_t stats;
 };
 

@@ -138,8 +138,12 @@ static void session_send_disconnect(gw_loop_t *lp, gw_session_t *s, Herald__Disc
     (void)gw_session_send(lp, s, &f);
 }
 
-void gw_session_begin_close(gw_loop_t *lp, gw_session_t *s, gw_close_reason_t reason,
-                            Herald__Disconnect__Code code, const char *text, bool reconnect)
+/* gw_session_begin_close, for callers inside a delivery loop too: is_keeping_subs leaves the
+ * subscriptions in place (the index must not change under a delivery; on_close removes them,
+ * and deliveries skip a closing session meanwhile). */
+static void session_close_gracefully(gw_loop_t *lp, gw_session_t *s, gw_close_reason_t reason,
+                                     Herald__Disconnect__Code code, const char *text,
+                                     bool reconnect, bool is_keeping_subs, uint32_t linger_ms)
 {
     if (s->state == GW_SESSION_CLOSING)
         return;
@@ -149,12 +153,19 @@ void gw_session_begin_close(gw_loop_t *lp, gw_session_t *s, gw_close_reason_t re
         return;
     s->state = GW_SESSION_CLOSING;
     s->close_reason = (uint8_t)reason;
-    gw_sub_remove_all(&lp->subs, &s->subs);
+    if (!is_keeping_subs)
+        gw_sub_remove_all(&lp->subs, &s->subs);
     /* Keep reading (discarding) so the client's hang-up is seen, even if reading was paused
      * for a token verification. */
     nl_conn_resume_read(s->conn);
     nl_conn_shutdown(s->conn);
-    gw_heartbeat_set(&lp->hb, &s->deadline, session_now_ms(lp) + GW_SESSION_LINGER_MS);
+    gw_heartbeat_set(&lp->hb, &s->deadline, session_now_ms(lp) + linger_ms);
+}
+
+void gw_session_begin_close(gw_loop_t *lp, gw_session_t *s, gw_close_reason_t reason,
+                            Herald__Disconnect__Code code, const char *text, bool reconnect)
+{
+    session_close_gracefully(lp, s, reason, code, text, reconnect, false, GW_SESSION_LINGER_MS);
 }
 
 void gw_session_error(gw_loop_t *lp, gw_session_t *s, uint64_t id, gw_proto_err_t err,
@@ -564,13 +575,32 @@ static bool session_slow(gw_loop_t *lp, gw_session_t *s)
     }
     if (s->state == GW_SESSION_CLOSING || nl_conn_state(s->conn) == NL_CONN_DISCONNECTED)
         return false;
-    /* Inside a delivery loop: the index must not change now, so the subscriptions go in
-     * on_close; a forced close drops output the client was never going to read anyway. */
-    session_send_disconnect(lp, s, HERALD__DISCONNECT__CODE__SLOW_CONSUMER, "slow consumer", true);
-    s->state = GW_SESSION_CLOSING;
-    s->close_reason = GW_CLOSE_SLOW_CONSUMER;
+    /* Nothing more is queued for it. Disconnect{SLOW_CONSUMER} goes behind what is (at most
+     * the high-water mark plus one Push), so a client that reads again within the
+     * slow_consumer_linger (5 s by default) gets an unbroken run of offsets, then the reason,
+     * then EOF; one that does not is closed when the linger ends. Inside a delivery loop, so
+     * gw_session_deliver removes its subscriptions after the loop. */
     lp->stats.slow_drops++;
-    nl_conn_close(s->conn, -ENOBUFS);
+    if (lp->n_leaving == lp->cap_leaving) {
+        uint32_t cap = lp->cap_leaving ? lp->cap_leaving * 2 : 8;
+        gw_session_t **v = realloc(lp->leaving, cap * sizeof(*v));
+        if (!v) {
+            /* Cannot remember it for gw_session_deliver: close it now, as a slow consumer. */
+            s->state = GW_SESSION_CLOSING;
+            s->close_reason = GW_CLOSE_SLOW_CONSUMER;
+            nl_conn_close(s->conn, -ENOMEM);
+            return false;
+        }
+        lp->leaving = v;
+        lp->cap_leaving = cap;
+    }
+    NL_LOG(NL_DEBUG, "slow_consumer_disconnect", "conn=%" PRIu64 " user=%s queued=%zu",
+           nl_conn_id(s->conn), gw_session_user(s), nl_conn_output_bytes(s->conn));
+    session_close_gracefully(lp, s, GW_CLOSE_SLOW_CONSUMER, HERALD__DISCONNECT__CODE__SLOW_CONSUMER,
+                             "slow consumer", true, true,
+                             (uint32_t)lp->node->cfg.slow_consumer_linger_ms);
+    if (s->state == GW_SESSION_CLOSING && nl_conn_state(s->conn) != NL_CONN_DISCONNECTED)
+        lp->leaving[lp->n_leaving++] = s;
     return false;
 }
 
@@ -594,6 +624,8 @@ uint64_t gw_session_deliver(gw_loop_t *lp, gw_sub_set_t *const *members, uint32_
             __builtin_prefetch(gw_session_of_set(members[i + DELIVER_AHEAD_CONN])->conn);
         gw_session_t *s = gw_session_of_set(members[i]);
         nl_conn_t *c = s->conn;
+        if (__builtin_expect(s->state == GW_SESSION_CLOSING, 0))
+            continue; /* its last frame, the Disconnect, is queued */
         if (high_water && nl_conn_output_bytes(c) >= high_water) {
             queued += session_slow(lp, s);
             continue;
@@ -606,6 +638,11 @@ uint64_t gw_session_deliver(gw_loop_t *lp, gw_sub_set_t *const *members, uint32_
         }
     }
     nl_block_unref_n(b, n - refs_used);
+    /* members is not used past here: the index may change. A closed connection is still
+     * allocated until the iteration ends, so these sessions are too. */
+    for (uint32_t i = 0; i < lp->n_leaving; i++)
+        gw_sub_remove_all(&lp->subs, &lp->leaving[i]->subs);
+    lp->n_leaving = 0;
     return queued;
 }
 

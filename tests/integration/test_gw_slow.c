@@ -2,9 +2,13 @@
  * test_gw_slow: slow consumers on a real herald with a small output high-water mark. A
  * subscriber that stops reading (a small SO_RCVBUF so the kernel stops absorbing quickly)
  * while a publisher keeps going:
- *   - policy disconnect: herald closes it (herald_closed_total{reason="slow_consumer"} counts
- *     it); what it reads afterwards is an unbroken run of offsets, then Disconnect{SLOW_CONSUMER}
- *     or the bare close;
+ *   - policy disconnect: herald stops queueing for it and queues Disconnect{SLOW_CONSUMER}
+ *     behind its backlog; when it reads again it gets an unbroken run of offsets, then the
+ *     Disconnect, then EOF, and herald_closed_total{reason="slow_consumer"} counts it. One that
+ *     never reads again is closed when the slow_consumer_linger ends. (The reading test gives
+ *     it a minute: with a 4 KiB receive window on loopback's 64 KiB segments the client never
+ *     announces the window it opens, so herald only learns of it from its zero-window probes,
+ *     which back off to seconds on a slow machine.)
  *   - policy drop: the connection stays, herald_slow_consumer_drops_total grows, and once it
  *     reads again it sees a gap in the offsets, then live messages;
  *   - memory: with several subscribers that never read, herald's RSS stays bounded while far
@@ -40,11 +44,17 @@
  * few KiB per delayed ACK. */
 #define FAST_RCVBUF (4 * 1024 * 1024)
 
-static test_herald_t *start(void **state, const char *policy)
+/* linger: --slow-consumer-linger (the disconnect policy's), NULL for the default. */
+static test_herald_t *start_linger(void **state, const char *policy, const char *linger)
 {
     return gw_start(state, "--insecure", "--io-threads", "2", "--publish-rate", "0", "--max-frame",
                     "2k", "--output-high-water", "4096", "--slow-consumer", policy, "--api-key",
-                    GW_API_KEY, NULL);
+                    GW_API_KEY, linger ? "--slow-consumer-linger" : NULL, linger, NULL);
+}
+
+static test_herald_t *start(void **state, const char *policy)
+{
+    return start_linger(state, policy, NULL);
 }
 
 /* Publishes one PAYLOAD_BYTES message and reads it back on the fast subscriber. */
@@ -73,24 +83,37 @@ static uint64_t setup_clients(const test_herald_t *h, test_client_t *pub, test_c
     return base;
 }
 
+/* Publishes (reading each message back on the fast subscriber) until herald has acted on the
+ * slow one: herald_slow_consumer_drops_total counts the decision under either policy. Returns
+ * the last offset published. */
+static uint64_t publish_until_slow(test_client_t *pub, test_client_t *fast, const test_herald_t *h)
+{
+    uint64_t last = 0;
+    int n = 0;
+    while (gw_metric(h, "herald_slow_consumer_drops_total", NULL) < 1) {
+        if (n >= MAX_PUBLISHES)
+            fail_msg("no slow-consumer action after %d publishes of %d bytes", n, PAYLOAD_BYTES);
+        for (int k = 0; k < CHECK_EVERY; k++, n++)
+            last = publish_one(pub, fast, (uint64_t)n);
+    }
+    return last;
+}
+
 static void test_gw_slow_disconnect(void **state)
 {
-    test_herald_t *h = start(state, "disconnect");
+    test_herald_t *h = start_linger(state, "disconnect", "60s");
     test_client_t pub, fast, slow;
     uint64_t base = setup_clients(h, &pub, &fast, &slow);
 
-    uint64_t last = base;
-    int n = 0;
-    while (gw_metric(h, "herald_closed_total", "slow_consumer") < 1) {
-        if (n >= MAX_PUBLISHES)
-            fail_msg("no slow-consumer close after %d publishes of %d bytes", n, PAYLOAD_BYTES);
-        for (int k = 0; k < CHECK_EVERY; k++, n++)
-            last = publish_one(&pub, &fast, (uint64_t)n);
-    }
-    assert_true(gw_metric(h, "herald_slow_consumer_drops_total", NULL) >= 1);
+    uint64_t last = publish_until_slow(&pub, &fast, h);
+    /* Told to go, not gone: it still has its backlog and the Disconnect to read. */
+    assert_true(gw_metric(h, "herald_closed_total", "slow_consumer") == 0);
+    /* More publishes are not queued for it. */
+    for (int k = 0; k < CHECK_EVERY; k++)
+        last = publish_one(&pub, &fast, (uint64_t)k);
 
     /* Now the slow client reads (with a window that lets the backlog through quickly):
-     * consecutive offsets, then the close. */
+     * consecutive offsets, then Disconnect{SLOW_CONSUMER}, then EOF. */
     GW_OK(test_client_set_rcvbuf(&slow, FAST_RCVBUF), &slow);
     uint64_t expect = base + 1;
     int disc = -1;
@@ -113,13 +136,39 @@ static void test_gw_slow_disconnect(void **state)
         }
         proto_frame_free(f);
     }
-    assert_true(disc == -1 || disc == HERALD__DISCONNECT__CODE__SLOW_CONSUMER);
+    assert_int_equal(disc, HERALD__DISCONNECT__CODE__SLOW_CONSUMER);
     assert_true(expect - 1 < last); /* it did miss the end */
-    assert_true(gw_metric(h, "herald_closed_total", "slow_consumer") == 1);
+    test_client_close(&slow);
+    gw_metric_await(h, "herald_closed_total", "slow_consumer", 1);
 
     /* The publisher and the fast reader were not affected. */
     uint64_t off = publish_one(&pub, &fast, 0);
     assert_int_equal(off, last + 1);
+    test_client_close(&fast);
+    test_client_close(&pub);
+    gw_stop(state);
+}
+
+/* Policy disconnect, and the slow client never reads again: herald closes it when the linger
+ * (2 s here) ends, without waiting for the client, and the others are not affected. */
+static void test_gw_slow_disconnect_never_reads(void **state)
+{
+    test_herald_t *h = start_linger(state, "disconnect", "2s");
+    test_client_t pub, fast, slow;
+    (void)setup_clients(h, &pub, &fast, &slow);
+    uint64_t last = publish_until_slow(&pub, &fast, h);
+    int64_t told = test_now_ms();
+    /* Its subscription went with the decision, its connection not yet: only the fast reader's
+     * subscription remains. */
+    assert_true(gw_metric(h, "herald_subscriptions", NULL) == 1);
+    assert_true(gw_metric(h, "herald_closed_total", "slow_consumer") == 0);
+    /* gw_metric_await waits up to GW_WAIT_MS (10 s); the wheel fires the 2 s linger up to
+     * two 1 s ticks late, never early. */
+    gw_metric_await(h, "herald_closed_total", "slow_consumer", 1);
+    /* Not at once: told is taken after the scrape that saw the decision, so allow for the
+     * publishes and scrape between the two. */
+    assert_true(test_now_ms() - told >= 1000);
+    assert_int_equal(publish_one(&pub, &fast, 0), last + 1);
     test_client_close(&slow);
     test_client_close(&fast);
     test_client_close(&pub);
@@ -286,6 +335,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_gw_slow_disconnect, gw_teardown),
+        cmocka_unit_test_teardown(test_gw_slow_disconnect_never_reads, gw_teardown),
         cmocka_unit_test_teardown(test_gw_slow_drop, gw_teardown),
         cmocka_unit_test_teardown(test_gw_slow_memory_bounded, gw_teardown),
         cmocka_unit_test_teardown(test_gw_slow_unread_answers, gw_teardown),
