@@ -60,6 +60,7 @@ static const setting_t settings[] = {
      "client listener host only"},
     {"server", "port", "listen_port", NULL, T_U16, OFF(listen_port), 0, 0, 65535, false,
      "client listener port only (0: any free port)"},
+    /* At most GW_NODE_MAX_LOOPS (64): the memory engine keeps a channel's loops in 64 bits. */
     {"server", "io_threads", "io_threads", NULL, T_U32, OFF(io_threads), 0, 0, 64, false,
      "IO loop threads (0: one per CPU herald may run on, at most 64)"},
     {"server", "pin_io_threads", "pin_io_threads", NULL, T_BOOL, OFF(is_pin_io_threads), 0, 0, 0,

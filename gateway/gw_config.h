@@ -65,7 +65,7 @@ typedef struct gw_config_s {
     /* [server] */
     char listen_host[GW_CONFIG_HOST_MAX]; /* default "0.0.0.0" */
     uint16_t listen_port;                 /* default 7400 */
-    uint32_t io_threads;                  /* default 0: one per CPU herald may run on */
+    uint32_t io_threads;                  /* default 0: one per CPU herald may run on; <= 64 */
     uint32_t worker_threads;              /* default 2 */
     uint32_t worker_queue_capacity;       /* default 4096 tasks */
     uint32_t max_connections;             /* default 1000000 */

@@ -122,6 +122,8 @@ static void loop_on_stop(nl_loop_t *loop, void *arg)
     lp->flush_pub_ns = NULL;
     free(lp->leaving);
     lp->leaving = NULL;
+    lp->n_leaving = 0;
+    lp->cap_leaving = 0;
     lp->n_flush_pub = 0;
     lp->cap_flush_pub = 0;
 }

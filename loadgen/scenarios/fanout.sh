@@ -27,7 +27,7 @@ done
 
 io_threads=()
 [ "$PIN" = 1 ] && [ "$NPROC" -ge 2 ] && io_threads=(--io-threads 1)
-HERALD_PREFIX=$(pin 0) herald_start "${io_threads[@]+"${io_threads[@]}"}"
+SCN_HERALD_PREFIX=$(pin 0) herald_start "${io_threads[@]+"${io_threads[@]}"}"
 rss0=$(herald_rss_kb) ticks_start=$(herald_cpu_ticks) ns_start=$(now_ns)
 echo "fanout: broadcast to $subs subscribers, herald pid $HERALD_PID on 127.0.0.1:$HERALD_PORT" >&2
 

@@ -25,7 +25,7 @@ done
 procs=$(((count + per_proc - 1) / per_proc))
 
 # shellcheck disable=SC2119 # herald_start takes no arguments here
-HERALD_PREFIX=$(pin 0) herald_start
+SCN_HERALD_PREFIX=$(pin 0) herald_start
 rss0=$(herald_rss_kb) ticks0=$(herald_cpu_ticks) ns0=$(now_ns)
 echo "idle-max: $count idle connections from $procs loadgen process(es), held ${hold}s;" \
     "herald pid $HERALD_PID, RSS before ${rss0} KiB" >&2

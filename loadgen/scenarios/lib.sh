@@ -14,15 +14,16 @@ CLK_TCK=$(getconf CLK_TCK)
 NPROC=$(nproc)
 HERALD_PID=""
 LOADGEN_PIDS=()
-PIN=${PIN:-1}
+# A script that should not pin by default sets PIN=0 after sourcing this file and before
+# scenario_init (which reads --pin and --no-pin).
+PIN=1
 
 die() {
     echo "$(basename "$0"): $*" >&2
     exit 2
 }
 
-# Parses --build DIR, --no-pin and --pin; leaves the rest in ARGS. A script sets PIN before
-# scenario_init to choose its own default.
+# Parses --build DIR, --no-pin and --pin; leaves the rest in ARGS.
 scenario_init() {
     BUILD="$REPO/build/release"
     ARGS=()
@@ -64,11 +65,11 @@ pin() { # cpu
 }
 
 # Starts herald in insecure mode on free loopback ports with the given extra flags, prefixed
-# by $HERALD_PREFIX (e.g. a taskset), and waits for its ev=listening line.
+# by $SCN_HERALD_PREFIX (e.g. a taskset), and waits for its ev=listening line.
 herald_start() {
     mkfifo "$WORK/herald.fifo"
     # shellcheck disable=SC2086
-    ${HERALD_PREFIX:-} "$HERALD" --listen 127.0.0.1:0 --admin 127.0.0.1:0 --insecure "$@" \
+    ${SCN_HERALD_PREFIX:-} "$HERALD" --listen 127.0.0.1:0 --admin 127.0.0.1:0 --insecure "$@" \
         2>"$WORK/herald.fifo" &
     HERALD_PID=$!
     exec 7<"$WORK/herald.fifo"

@@ -21,7 +21,7 @@ while [ $# -gt 0 ]; do
 done
 
 # shellcheck disable=SC2119 # herald_start takes no arguments here
-HERALD_PREFIX=$(pin 0) herald_start
+SCN_HERALD_PREFIX=$(pin 0) herald_start
 rss0=$(herald_rss_kb) ticks0=$(herald_cpu_ticks) ns0=$(now_ns)
 echo "reconnect-storm: $clients idle + 100 active clients, $fraction of them drop at 5 s;" \
     "herald pid $HERALD_PID on 127.0.0.1:$HERALD_PORT" >&2

@@ -16,8 +16,8 @@
 # Usage: loadgen/scenarios/seed.sh [--short] [--build DIR] [--pin] [--duration S]
 #                                  [-- extra herald-loadgen flags, e.g. --max-p99 5ms]
 # Exit status: herald-loadgen's (1 when a threshold given after -- was broken).
-PIN=0
 source "$(dirname "$0")/lib.sh"
+PIN=0 # not pinned unless --pin: see above
 scenario_init "$@"
 
 idle=10000 active=2000 rate=20000 duration=30 connect_rate=5000
@@ -34,7 +34,7 @@ done
 
 io_threads=()
 [ "$PIN" = 1 ] && [ "$NPROC" -ge 2 ] && io_threads=(--io-threads 1)
-HERALD_PREFIX=$(pin 0) herald_start "${io_threads[@]+"${io_threads[@]}"}"
+SCN_HERALD_PREFIX=$(pin 0) herald_start "${io_threads[@]+"${io_threads[@]}"}"
 rss0=$(herald_rss_kb) ticks0=$(herald_cpu_ticks) ns0=$(now_ns)
 
 echo "seed: $idle idle + $active active clients, $rate publishes/s (per-user), ${duration}s," \

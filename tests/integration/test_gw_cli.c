@@ -5,9 +5,9 @@
  * anything starts; `herald token --user U --channels 'news,chat:*' --ttl T` prints a token that
  * a herald with the same secret accepts for exactly those channels, and whose exp it enforces.
  *
- * Each command runs as a child (fork + execv) with every HERALD_* variable removed from its
+ * Each command runs as a child (fork + execve) with every HERALD_* variable removed from its
  * environment, as the harness does, its stdout and stderr captured through two pipes until
- * EOF (a poll deadline, no sleep), then reaped.
+ * EOF (a poll deadline), then reaped.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -21,6 +21,8 @@
 #include <stdlib.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -40,8 +42,40 @@ typedef struct cli_run_s {
     char out[2][CLI_OUT_CAP]; /* stdout, stderr */
 } cli_run_t;
 
-/* Runs herald with args (NULL-terminated, without argv[0]); fails the test if it cannot, or if
- * herald does not finish within CLI_WAIT_MS. */
+/* The child's environment: ours without any HERALD_* variable (herald refuses unknown ones,
+ * and ctest sets some), built before fork so the child only calls async-signal-safe functions. */
+static char **cli_env(void)
+{
+    size_t n = 0;
+    while (environ[n])
+        n++;
+    char **env = calloc(n + 1, sizeof(*env));
+    assert_non_null(env);
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (strncmp(environ[i], "HERALD_", 7) != 0)
+            env[k++] = environ[i];
+    }
+    env[k] = NULL;
+    return env;
+}
+
+/* Kills and reaps pid, closes the fds still open, and fails the test with what. */
+static void cli_abort(pid_t pid, struct pollfd p[2], char **env, const char *what, const char *arg)
+{
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    for (int i = 0; i < 2; i++) {
+        if (p[i].fd >= 0)
+            close(p[i].fd);
+    }
+    free(env);
+    fail_msg("herald %s: %s within %d ms", arg, what, CLI_WAIT_MS);
+}
+
+/* Runs herald with args (NULL-terminated, without argv[0]) and collects its stdout and stderr
+ * (the first CLI_OUT_CAP - 1 bytes of each; the rest is read and dropped) until both close and
+ * it exits; fails the test if it cannot start it, or if that takes over CLI_WAIT_MS. */
 static void cli_run(cli_run_t *r, const char *const *args)
 {
     const char *bin = test_herald_bin();
@@ -52,25 +86,21 @@ static void cli_run(cli_run_t *r, const char *const *args)
     for (; args[n - 1] && n + 1 < 32; n++)
         argv[n] = args[n - 1];
     argv[n] = NULL;
+    char **env = cli_env();
     int fds[2][2];
-    assert_int_equal(pipe2(fds[0], O_CLOEXEC), 0);
-    assert_int_equal(pipe2(fds[1], O_CLOEXEC), 0);
+    if (pipe2(fds[0], O_CLOEXEC) < 0 || pipe2(fds[1], O_CLOEXEC) < 0)
+        fail_msg("pipe2: %s", strerror(errno)); /* a test process: fds go with it */
+    pid_t parent = getpid();
     pid_t pid = fork();
-    assert_true(pid >= 0);
+    if (pid < 0)
+        fail_msg("fork: %s", strerror(errno));
     if (pid == 0) {
-        for (char **e = environ; *e;) {
-            if (strncmp(*e, "HERALD_", 7) == 0) {
-                char name[256];
-                size_t k = strcspn(*e, "=");
-                snprintf(name, sizeof(name), "%.*s", (int)k, *e);
-                unsetenv(name); /* shifts environ: look at the same slot again */
-            } else {
-                e++;
-            }
-        }
+        /* Dies with the test, as the harness's children do. */
+        if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent)
+            _exit(126);
         dup2(fds[0][1], STDOUT_FILENO);
         dup2(fds[1][1], STDERR_FILENO);
-        execv(bin, (char *const *)argv);
+        execve(bin, (char *const *)argv, env);
         _exit(127);
     }
     size_t len[2] = {0, 0};
@@ -82,20 +112,20 @@ static void cli_run(cli_run_t *r, const char *const *args)
     int64_t until = test_now_ms() + CLI_WAIT_MS;
     while (p[0].fd >= 0 || p[1].fd >= 0) {
         int64_t left = until - test_now_ms();
-        if (left <= 0 || poll(p, 2, (int)left) <= 0) {
-            kill(pid, SIGKILL);
-            waitpid(pid, NULL, 0);
-            fail_msg("herald %s did not finish in %d ms", args[0] ? args[0] : "", CLI_WAIT_MS);
-        }
+        if (left <= 0 || poll(p, 2, (int)left) <= 0)
+            cli_abort(pid, p, env, "output did not end", args[0] ? args[0] : "");
         for (int i = 0; i < 2; i++) {
             if (p[i].fd < 0 || !p[i].revents)
                 continue;
-            ssize_t k = read(p[i].fd, r->out[i] + len[i], CLI_OUT_CAP - 1 - len[i]);
+            char drop[4096];
+            bool is_full = len[i] == CLI_OUT_CAP - 1;
+            ssize_t k = is_full ? read(p[i].fd, drop, sizeof(drop))
+                                : read(p[i].fd, r->out[i] + len[i], CLI_OUT_CAP - 1 - len[i]);
             if (k < 0 && errno == EINTR)
                 continue;
-            if (k > 0)
+            if (k > 0 && !is_full)
                 len[i] += (size_t)k;
-            if (k <= 0 || len[i] == CLI_OUT_CAP - 1) {
+            if (k <= 0) {
                 close(p[i].fd);
                 p[i].fd = -1;
             }
@@ -103,8 +133,20 @@ static void cli_run(cli_run_t *r, const char *const *args)
     }
     r->out[0][len[0]] = '\0';
     r->out[1][len[1]] = '\0';
+    /* The output closed; wait for the exit itself on a pidfd, with what is left of the deadline. */
+    int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+    if (pidfd < 0)
+        cli_abort(pid, p, env, "no pidfd to wait on", args[0] ? args[0] : "");
+    struct pollfd w = {.fd = pidfd, .events = POLLIN};
+    int64_t left = until - test_now_ms();
+    int ready = left > 0 ? poll(&w, 1, (int)left) : 0;
+    close(pidfd);
+    if (ready <= 0)
+        cli_abort(pid, p, env, "did not exit after closing its output", args[0] ? args[0] : "");
     int st = 0;
-    assert_int_equal(waitpid(pid, &st, 0), pid);
+    if (waitpid(pid, &st, 0) != pid)
+        fail_msg("waitpid: %s", strerror(errno));
+    free(env);
     r->status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
@@ -145,7 +187,8 @@ static void test_gw_cli_version_and_help(void **state)
     expect_out(r, 0, "herald token --user U");
 
     /* A bad value is refused before anything listens, with the flag named. */
-    cli_run(r, (const char *[]){"--io-threads", "65", "--listen", "127.0.0.1:0", NULL});
+    cli_run(r, (const char *[]){"--io-threads", "65", "--listen", "127.0.0.1:0", "--admin",
+                                "127.0.0.1:0", NULL});
     assert_int_not_equal(r->status, 0);
     expect_out(r, 1, "--io-threads: '65'");
     assert_null(strstr(r->out[1], "ev=listening"));
