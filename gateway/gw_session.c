@@ -599,8 +599,9 @@ static bool session_slow(gw_loop_t *lp, gw_session_t *s)
     session_close_gracefully(lp, s, GW_CLOSE_SLOW_CONSUMER, HERALD__DISCONNECT__CODE__SLOW_CONSUMER,
                              "slow consumer", true, true,
                              (uint32_t)lp->node->cfg.slow_consumer_linger_ms);
-    if (s->state == GW_SESSION_CLOSING && nl_conn_state(s->conn) != NL_CONN_DISCONNECTED)
-        lp->leaving[lp->n_leaving++] = s;
+    /* Even if that send closed it (its output at the cap): a closed connection's session lives
+     * until the iteration ends, and leaving twice (again in on_close) is harmless. */
+    lp->leaving[lp->n_leaving++] = s;
     return false;
 }
 

@@ -684,9 +684,9 @@ static int out_send(nl_conn_t *c, const void *data, size_t len, bool is_now)
     bool is_marking = is_idle && !is_now && c->u.dirty_idx == NL__CONN_NO_IDX;
     if (is_marking && conn_mark_dirty(c) < 0)
         return -ENOMEM;
-    /* Most queued sends are small answers released by the next flush: sized to fit (see
-     * nl_buf_reserve), not 1 KiB. */
-    int err = nl_buf_reserve(&c->out, len - done);
+    /* Most queued sends are small answers released by the next flush: a first buffer sized to
+     * fit (see nl_buf_reserve), not 1 KiB. */
+    int err = nl_buf_capacity(&c->out) == 0 ? nl_buf_reserve(&c->out, len - done) : 0;
     if (err == 0)
         err = nl_buf_append(&c->out, (const char *)data + done, len - done);
     if (err < 0) {
