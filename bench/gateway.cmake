@@ -8,6 +8,7 @@ endif()
 
 set(GW_BENCH_SUPPORT
     ${PROJECT_SOURCE_DIR}/tests/herald_harness.c
+    ${PROJECT_SOURCE_DIR}/tests/herald_http.c
     ${PROJECT_SOURCE_DIR}/tests/herald_client.c
     ${PROJECT_SOURCE_DIR}/tests/herald_fleet.c)
 foreach(b bench_gw_idle bench_gw_fanout)

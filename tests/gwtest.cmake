@@ -8,7 +8,7 @@ endif()
 
 # The harness and client, shared by every test below. gateway_core brings gw_token_sign, so
 # the tests mint exactly the tokens herald verifies.
-add_library(gwtest_support STATIC herald_harness.c herald_client.c herald_fleet.c)
+add_library(gwtest_support STATIC herald_harness.c herald_http.c herald_client.c herald_fleet.c)
 target_include_directories(gwtest_support PUBLIC ${CMAKE_CURRENT_SOURCE_DIR})
 if(TARGET herald)
     target_compile_definitions(gwtest_support PRIVATE HERALD_BIN="$<TARGET_FILE:herald>")

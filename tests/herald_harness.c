@@ -30,7 +30,6 @@ extern char **environ;
 
 #define MAX_ARGS 128
 #define MAX_ENV 1024
-#define HTTP_MAX_RESPONSE (64u * 1024 * 1024)
 
 /* --- small helpers ------------------------------------------------------------------------ */
 
@@ -41,8 +40,7 @@ int64_t test_now_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* Milliseconds left until deadline_ms (never negative). */
-static int ms_left(int64_t deadline_ms)
+int test_ms_left(int64_t deadline_ms)
 {
     int64_t left = deadline_ms - test_now_ms();
     return left > 0 ? (int)left : 0;
@@ -261,16 +259,16 @@ static bool env_overridden(const char *const *extras, const char *entry)
 
 /* Builds argv (listen flags first, then the caller's) and envp (the environment without
  * HERALD_*, then the caller's extras) before fork, so the child only calls exec. */
-static int build_exec(const test_herald_opts_t *opts, const char *bin, const char **argv,
-                      const char **envp)
+static int build_exec(const test_herald_opts_t *opts, bool is_node, const char *bin,
+                      const char **argv, const char **envp)
 {
     size_t n = 0;
     argv[n++] = bin;
-    if (!has_flag(opts->args, "--listen")) {
+    if (is_node && !has_flag(opts->args, "--listen")) {
         argv[n++] = "--listen";
         argv[n++] = "127.0.0.1:0";
     }
-    if (!has_flag(opts->args, "--admin")) {
+    if (is_node && !has_flag(opts->args, "--admin")) {
         argv[n++] = "--admin";
         argv[n++] = "127.0.0.1:0";
     }
@@ -299,12 +297,12 @@ static int build_exec(const test_herald_opts_t *opts, const char *bin, const cha
 
 /* In the child, between fork and exec: only async-signal-safe calls. */
 static _Noreturn void child_exec(const test_herald_opts_t *opts, pid_t parent, int out_fd,
-                                 const char **argv, const char **envp)
+                                 int err_fd, const char **argv, const char **envp)
 {
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != parent)
         _exit(126);
-    if (dup2(out_fd, 1) < 0 || dup2(out_fd, 2) < 0)
+    if (dup2(out_fd, 1) < 0 || dup2(err_fd, 2) < 0)
         _exit(126);
     /* The test may hold thousands of sockets; herald must not inherit them. */
     syscall(SYS_close_range, 3u, ~0u, 0u);
@@ -391,7 +389,7 @@ static int herald_spawn(test_herald_t *h, const test_herald_opts_t *opts, const 
         return err;
     }
     if (pid == 0)
-        child_exec(opts, parent, p[1], argv, envp);
+        child_exec(opts, parent, p[1], p[1], argv, envp);
     close(p[1]);
     h->pid = pid;
     h->pipe_fd = p[0];
@@ -412,7 +410,7 @@ int test_herald_start(test_herald_t **out, const test_herald_opts_t *opts)
         return -ENOENT;
     const char *argv[MAX_ARGS];
     const char *envp[MAX_ENV];
-    int rc = build_exec(opts, bin, argv, envp);
+    int rc = build_exec(opts, true, bin, argv, envp);
     if (rc < 0)
         return rc;
     /* Sockets the tests write to may close under them; errors come back as EPIPE. */
@@ -433,6 +431,94 @@ int test_herald_start(test_herald_t **out, const test_herald_opts_t *opts)
         return rc;
     }
     *out = h;
+    return 0;
+}
+
+/* Reads what fd offers into buf (len bytes held, cap in all, one kept for the NUL), dropping
+ * what does not fit. Returns the read's result. */
+static ssize_t run_read(int fd, char *buf, size_t *len, size_t cap)
+{
+    char drop[4096];
+    bool is_full = *len + 1 >= cap;
+    ssize_t k = is_full ? read(fd, drop, sizeof(drop)) : read(fd, buf + *len, cap - 1 - *len);
+    if (k > 0 && !is_full)
+        *len += (size_t)k;
+    return k;
+}
+
+int test_herald_run(const char *const *args, int timeout_ms, test_herald_run_t *out)
+{
+    const char *bin = test_herald_bin();
+    if (!bin)
+        return -ENOENT;
+    test_herald_opts_t opts = {.args = args, .cpu = -1};
+    const char *argv[MAX_ARGS];
+    const char *envp[MAX_ENV];
+    int rc = build_exec(&opts, false, bin, argv, envp);
+    if (rc < 0)
+        return rc;
+    int p[2][2] = {{-1, -1}, {-1, -1}};
+    if (pipe2(p[0], O_CLOEXEC) != 0 || pipe2(p[1], O_CLOEXEC) != 0) {
+        rc = -errno;
+        for (int i = 0; i < 2; i++) {
+            if (p[i][0] >= 0) {
+                close(p[i][0]);
+                close(p[i][1]);
+            }
+        }
+        return rc;
+    }
+    pid_t parent = getpid();
+    pid_t pid = fork();
+    if (pid == 0)
+        child_exec(&opts, parent, p[0][1], p[1][1], argv, envp);
+    close(p[0][1]);
+    close(p[1][1]);
+    if (pid < 0) {
+        rc = -errno;
+        close(p[0][0]);
+        close(p[1][0]);
+        return rc;
+    }
+    int64_t deadline = test_now_ms() + timeout_ms;
+    char *buf[2] = {out->out, out->err};
+    size_t len[2] = {0, 0};
+    struct pollfd pf[2] = {{.fd = p[0][0], .events = POLLIN}, {.fd = p[1][0], .events = POLLIN}};
+    while (pf[0].fd >= 0 || pf[1].fd >= 0) {
+        int n = poll(pf, 2, test_ms_left(deadline));
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        for (int i = 0; i < 2; i++) {
+            if (pf[i].fd < 0 || !pf[i].revents)
+                continue;
+            ssize_t k = run_read(pf[i].fd, buf[i], &len[i], TEST_HERALD_RUN_CAP);
+            if (k == 0 || (k < 0 && errno != EINTR)) {
+                close(pf[i].fd);
+                pf[i].fd = -1; /* poll skips it */
+            }
+        }
+    }
+    for (int i = 0; i < 2; i++) {
+        buf[i][len[i]] = '\0';
+        if (pf[i].fd >= 0)
+            close(pf[i].fd);
+    }
+    /* The exit itself, on a pidfd, within what is left of the deadline. */
+    int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+    struct pollfd w = {.fd = pidfd, .events = POLLIN};
+    bool is_exited = pidfd >= 0 && poll(&w, 1, test_ms_left(deadline)) == 1;
+    if (pidfd >= 0)
+        close(pidfd);
+    if (!is_exited)
+        kill(pid, SIGKILL);
+    int st = 0;
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+        ;
+    if (!is_exited)
+        return -ETIMEDOUT;
+    out->status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
     return 0;
 }
 
@@ -467,7 +553,7 @@ static int reap(test_herald_t *h, int timeout_ms)
         struct pollfd pfd = {.fd = h->pidfd, .events = POLLIN};
         int n;
         do {
-            n = poll(&pfd, 1, ms_left(deadline));
+            n = poll(&pfd, 1, test_ms_left(deadline));
         } while (n < 0 && errno == EINTR);
         is_timeout = n == 0;
     }
@@ -508,226 +594,4 @@ void test_herald_abort(test_herald_t *h)
     if (!h->is_quiet)
         test_herald_dump_log(h, 16384);
     herald_free(h, true);
-}
-
-/* --- admin HTTP client -------------------------------------------------------------------- */
-
-/* Connects a blocking-with-deadline TCP socket to 127.0.0.1:port. */
-static int http_connect(uint16_t port, int64_t deadline)
-{
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return -errno;
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port)};
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 && errno != EINPROGRESS) {
-        int err = -errno;
-        close(fd);
-        return err;
-    }
-    struct pollfd pfd = {.fd = fd, .events = POLLOUT};
-    if (poll(&pfd, 1, ms_left(deadline)) != 1) {
-        close(fd);
-        return -ETIMEDOUT;
-    }
-    int soerr = 0;
-    socklen_t sl = sizeof(soerr);
-    getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl);
-    if (soerr) {
-        close(fd);
-        return -soerr;
-    }
-    return fd;
-}
-
-static int http_send_all(int fd, const char *p, size_t n, int64_t deadline)
-{
-    while (n > 0) {
-        ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
-        if (w < 0 && errno == EAGAIN) {
-            struct pollfd pfd = {.fd = fd, .events = POLLOUT};
-            if (poll(&pfd, 1, ms_left(deadline)) != 1)
-                return -ETIMEDOUT;
-            continue;
-        }
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w < 0)
-            return -errno;
-        p += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
-
-/* Reads until EOF into a malloc'd, NUL-terminated buffer. */
-static int http_read_all(int fd, int64_t deadline, char **out, size_t *out_len)
-{
-    size_t cap = 4096;
-    size_t len = 0;
-    char *buf = malloc(cap + 1);
-    if (!buf)
-        return -ENOMEM;
-    for (;;) {
-        if (len == cap) {
-            if (cap >= HTTP_MAX_RESPONSE)
-                goto fail_proto;
-            char *nb = realloc(buf, cap * 2 + 1);
-            if (!nb)
-                goto fail_nomem;
-            buf = nb;
-            cap *= 2;
-        }
-        ssize_t n = recv(fd, buf + len, cap - len, 0);
-        if (n > 0) {
-            len += (size_t)n;
-            continue;
-        }
-        if (n == 0)
-            break;
-        if (errno == EINTR)
-            continue;
-        if (errno != EAGAIN)
-            break; /* a reset after the answer still leaves what was read */
-        struct pollfd pfd = {.fd = fd, .events = POLLIN};
-        if (poll(&pfd, 1, ms_left(deadline)) != 1) {
-            free(buf);
-            return -ETIMEDOUT;
-        }
-    }
-    buf[len] = '\0';
-    *out = buf;
-    *out_len = len;
-    return 0;
-fail_proto:
-    free(buf);
-    return -EPROTO;
-fail_nomem:
-    free(buf);
-    return -ENOMEM;
-}
-
-/* Decodes a chunked body in place. Returns the decoded length or -EPROTO. */
-static ssize_t http_dechunk(char *body, size_t len)
-{
-    size_t rd = 0;
-    size_t wr = 0;
-    for (;;) {
-        char *end;
-        if (rd >= len)
-            return -EPROTO;
-        unsigned long n = strtoul(body + rd, &end, 16);
-        char *crlf = strstr(end, "\r\n");
-        if (!crlf || end == body + rd)
-            return -EPROTO;
-        rd = (size_t)(crlf - body) + 2;
-        if (n == 0)
-            break;
-        if (rd + n > len)
-            return -EPROTO;
-        memmove(body + wr, body + rd, n);
-        wr += n;
-        rd += n + 2;
-    }
-    body[wr] = '\0';
-    return (ssize_t)wr;
-}
-
-/* Splits a raw response into status, headers and body. Takes ownership of raw. */
-static int http_parse(char *raw, size_t len, test_http_resp_t *out)
-{
-    int status = 0;
-    char *hdr_end = strstr(raw, "\r\n\r\n");
-    if (!hdr_end || sscanf(raw, "HTTP/1.%*d %d", &status) != 1)
-        goto fail;
-    size_t hdr_len = (size_t)(hdr_end - raw) + 2;
-    char *body_start = hdr_end + 4;
-    size_t body_len = len - (size_t)(body_start - raw);
-    out->headers = strndup(raw, hdr_len);
-    out->body = malloc(body_len + 1);
-    if (!out->headers || !out->body)
-        goto fail;
-    memcpy(out->body, body_start, body_len);
-    out->body[body_len] = '\0';
-    out->body_len = body_len;
-    out->status = status;
-    char te[64];
-    if (test_http_resp_header(out, "Transfer-Encoding", te, sizeof(te)) &&
-        strcasecmp(te, "chunked") == 0) {
-        ssize_t n = http_dechunk(out->body, out->body_len);
-        if (n < 0)
-            goto fail;
-        out->body_len = (size_t)n;
-    }
-    free(raw);
-    return 0;
-fail:
-    free(raw);
-    test_http_resp_free(out);
-    return -EPROTO;
-}
-
-int test_http_request(uint16_t port, const char *method, const char *path,
-                      const char *const *headers, const char *body, size_t body_len, int timeout_ms,
-                      test_http_resp_t *out)
-{
-    memset(out, 0, sizeof(*out));
-    int64_t deadline = test_now_ms() + timeout_ms;
-    int fd = http_connect(port, deadline);
-    if (fd < 0)
-        return fd;
-    char head[8192];
-    int n = snprintf(head, sizeof(head),
-                     "%s %s HTTP/1.1\r\nHost: 127.0.0.1:%u\r\nConnection: close\r\n"
-                     "Content-Length: %zu\r\n",
-                     method, path, (unsigned)port, body ? body_len : 0);
-    for (size_t i = 0; headers && headers[i] && n < (int)sizeof(head); i++)
-        n += snprintf(head + n, sizeof(head) - (size_t)n, "%s\r\n", headers[i]);
-    if (n + 3 > (int)sizeof(head)) {
-        close(fd);
-        return -E2BIG;
-    }
-    n += snprintf(head + n, sizeof(head) - (size_t)n, "\r\n");
-    int rc = http_send_all(fd, head, (size_t)n, deadline);
-    if (rc == 0 && body && body_len)
-        rc = http_send_all(fd, body, body_len, deadline);
-    char *raw = NULL;
-    size_t raw_len = 0;
-    if (rc == 0)
-        rc = http_read_all(fd, deadline, &raw, &raw_len);
-    close(fd);
-    if (rc < 0)
-        return rc;
-    return http_parse(raw, raw_len, out);
-}
-
-void test_http_resp_free(test_http_resp_t *r)
-{
-    free(r->headers);
-    free(r->body);
-    memset(r, 0, sizeof(*r));
-}
-
-const char *test_http_resp_header(const test_http_resp_t *r, const char *name, char *out,
-                                  size_t cap)
-{
-    size_t nlen = strlen(name);
-    const char *p = r->headers ? strstr(r->headers, "\r\n") : NULL;
-    while (p) {
-        p += 2;
-        if (strncasecmp(p, name, nlen) == 0 && p[nlen] == ':') {
-            const char *v = p + nlen + 1;
-            while (*v == ' ' || *v == '\t')
-                v++;
-            const char *e = strstr(v, "\r\n");
-            size_t vlen = e ? (size_t)(e - v) : strlen(v);
-            if (vlen >= cap)
-                vlen = cap - 1;
-            memcpy(out, v, vlen);
-            out[vlen] = '\0';
-            return out;
-        }
-        p = strstr(p, "\r\n");
-    }
-    return NULL;
 }

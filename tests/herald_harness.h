@@ -81,6 +81,23 @@ int test_herald_start(test_herald_t **out, const test_herald_opts_t *opts);
 /* As test_herald_start with only flags: test_herald_startl(&h, "--insecure", NULL). */
 int test_herald_startl(test_herald_t **out, const char *flag, ...) __attribute__((sentinel));
 
+/* Bytes of each of stdout and stderr that test_herald_run keeps (one for the NUL). */
+#define TEST_HERALD_RUN_CAP 16384
+
+/* What test_herald_run collected. */
+typedef struct test_herald_run_s {
+    int status;                    /* exit code, or 128 + signal */
+    char out[TEST_HERALD_RUN_CAP]; /* stdout, NUL-terminated; what did not fit is dropped */
+    char err[TEST_HERALD_RUN_CAP]; /* stderr, likewise */
+} test_herald_run_t;
+
+/* Runs herald with args (NULL-terminated; no --listen or --admin added: for its command line,
+ * not a node) as test_herald_start runs it (environment without HERALD_*, dies with the test),
+ * and collects stdout and stderr until it exits.
+ * Returns: 0 with *out filled; -ENOENT (no binary known); -ETIMEDOUT (not done within
+ * timeout_ms: killed and reaped); other negative errno from pipe/fork. Thread: any. */
+int test_herald_run(const char *const *args, int timeout_ms, test_herald_run_t *out);
+
 /* Sends SIGTERM, waits up to timeout_ms (0: TEST_HERALD_STOP_MS) for the exit, SIGKILLs and
  * reaps past it, joins the reader and frees h. NULL returns 0.
  * Returns: the exit code (0..255), 128 + signal when killed by a signal, -ETIMEDOUT when it
@@ -115,6 +132,9 @@ long test_raise_nofile(rlim_t want);
 /* Milliseconds on the monotonic clock. Thread: any. */
 int64_t test_now_ms(void);
 
+/* Milliseconds left until deadline_ms on that clock (never negative). Thread: any. */
+int test_ms_left(int64_t deadline_ms);
+
 /* Mints an HS256 token for user, valid from now - age_s for ttl_s seconds (so age_s > ttl_s
  * gives an expired token), granting the comma-separated channel patterns in channels_csv
  * ("" or NULL: none), signed with secret.
@@ -122,6 +142,8 @@ int64_t test_now_ms(void);
  * Ownership: out is the caller's. */
 int test_token(char *out, size_t cap, const char *user, const char *channels_csv, int64_t ttl_s,
                int64_t age_s, const char *secret);
+
+/* --- the admin HTTP client (herald_http.c) --- */
 
 /* One HTTP response. */
 typedef struct test_http_resp_s {

@@ -17,19 +17,9 @@
 
 #include "gw_config.h"
 #include "netlib/nl_log.h"
+#include "test_file.h"
 
 #define SECRET "0123456789abcdef0123456789abcdef"
-
-/* A temporary file holding text; the path is written to path (PATH_MAX bytes). */
-static void write_temp(char *path, const char *text)
-{
-    snprintf(path, 64, "/tmp/test_gw_config_XXXXXX");
-    int fd = mkstemp(path);
-    assert_true(fd >= 0);
-    size_t len = strlen(text);
-    assert_int_equal(write(fd, text, len), (ssize_t)len);
-    close(fd);
-}
 
 /* A memory stream for error output; finish with close_capture. */
 typedef struct capture_s {
@@ -198,29 +188,29 @@ static void test_gw_config_file_values(void **state)
 {
     (void)state;
     char path[64];
-    write_temp(path, "; comment\n"
-                     "[server]\n"
-                     "listen = 127.0.0.2:9100\n"
-                     "  io_threads = 3   ; indented keys are keys, not continuations\n"
-                     "reuseport = yes\n"
-                     "node_id = node-a\n"
-                     "[admin]\n"
-                     "port = 0\n"
-                     "api_key = k3y\n"
-                     "[auth]\n"
-                     "secret = " SECRET "\n"
-                     "[limits]\n"
-                     "ping_interval = 10s\n"
-                     "idle_timeout = 1m\n"
-                     "max_frame = 128KiB\n"
-                     "output_high_water = 4m\n"
-                     "slow_consumer = disconnect\n"
-                     "# hash comments too\n"
-                     "[engine]\n"
-                     "type = redis\n"
-                     "redis_port = 6380\n"
-                     "[log]\n"
-                     "level = debug\n");
+    test_write_temp(path, "; comment\n"
+                          "[server]\n"
+                          "listen = 127.0.0.2:9100\n"
+                          "  io_threads = 3   ; indented keys are keys, not continuations\n"
+                          "reuseport = yes\n"
+                          "node_id = node-a\n"
+                          "[admin]\n"
+                          "port = 0\n"
+                          "api_key = k3y\n"
+                          "[auth]\n"
+                          "secret = " SECRET "\n"
+                          "[limits]\n"
+                          "ping_interval = 10s\n"
+                          "idle_timeout = 1m\n"
+                          "max_frame = 128KiB\n"
+                          "output_high_water = 4m\n"
+                          "slow_consumer = disconnect\n"
+                          "# hash comments too\n"
+                          "[engine]\n"
+                          "type = redis\n"
+                          "redis_port = 6380\n"
+                          "[log]\n"
+                          "level = debug\n");
     gw_config_t c;
     gw_config_init(&c);
     capture_t err;
@@ -287,7 +277,7 @@ static void test_gw_config_check_reports_every_line(void **state)
              "api_key = k\n",              /* 21: so validate has no warning to print */
              long_line);
     char path[64];
-    write_temp(path, text);
+    test_write_temp(path, text);
     capture_t err;
     open_capture(&err);
     int n = gw_config_check_file(path, err.fp);
@@ -427,8 +417,8 @@ static void test_gw_config_load_order(void **state)
 {
     (void)state;
     char path[64];
-    write_temp(path, "[server]\nport = 1000\nio_threads = 1\nworker_threads = 5\n"
-                     "[auth]\nsecret = " SECRET "\n");
+    test_write_temp(path, "[server]\nport = 1000\nio_threads = 1\nworker_threads = 5\n"
+                          "[auth]\nsecret = " SECRET "\n");
     char config_flag[80];
     snprintf(config_flag, sizeof(config_flag), "--config=%s", path);
     char *argv[] = {(char *)"herald", config_flag, (char *)"--io-threads", (char *)"3", NULL};
@@ -453,7 +443,7 @@ static void test_gw_config_load_order(void **state)
     /* A file error fails the load but every source is still reported. */
     char *argv3[] = {(char *)"herald", config_flag, (char *)"--bogus", NULL};
     unlink(path);
-    write_temp(path, "[server]\nport = x\n");
+    test_write_temp(path, "[server]\nport = x\n");
     snprintf(config_flag, sizeof(config_flag), "--config=%s", path);
     capture_t err;
     open_capture(&err);
@@ -562,7 +552,7 @@ static void test_gw_config_print_round_trip(void **state)
     a.log_level = NL_ERROR;
 
     char path[64];
-    write_temp(path, "");
+    test_write_temp(path, "");
     FILE *fp = fopen(path, "w");
     assert_non_null(fp);
     gw_config_print(&a, fp, true);

@@ -1,0 +1,26 @@
+/*
+ * test_file: a temporary file holding a given text, for the tests that hand herald a config
+ * file (test_gw_config, test_gw_cli). The caller unlinks it.
+ *
+ * Thread: the test's. Include after <cmocka.h>; failures are cmocka asserts.
+ */
+#ifndef HERALD_TESTS_TEST_FILE_H
+#define HERALD_TESTS_TEST_FILE_H
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* Writes text to a new file under /tmp; path (64 bytes) gets its name. */
+static inline void test_write_temp(char path[64], const char *text)
+{
+    snprintf(path, 64, "/tmp/herald-test-conf.XXXXXX");
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    size_t len = strlen(text);
+    assert_int_equal(write(fd, text, len), (ssize_t)len);
+    close(fd);
+}
+
+#endif
