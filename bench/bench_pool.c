@@ -6,10 +6,11 @@
  * 1. Saturation: empty tasks, 1/2/4 workers x 1/2/4 producers, each producer submitting as
  *    fast as it can for --seconds (on a full queue it yields and retries). Reports tasks/s
  *    (accepted tasks / time until all of them ran) and enqueue-to-start p50/p99.
- * 2. Paced: one producer at 50 % of the single-producer maximum measured in step 1, for each
- *    worker count: an open-loop schedule (a late submit does not delay the next ones), so the
- *    wait times include queueing honestly. Both pools are paced at nl_pool's rate and the
- *    baseline also at 50 % of its own maximum. Each worker count also gets a "floor" row,
+ * 2. Paced: one producer at 50 % of the single-producer maximum, for each worker count: an
+ *    open-loop schedule (a late submit does not delay the next ones), so the wait times include
+ *    queueing honestly. Both pools are paced at nl_pool's rate and the baseline also at 50 % of
+ *    its own maximum. Each round measures both maxima first (a 1-producer saturated run each),
+ *    so the pace follows the machine's state in that round rather than step 1's. Each worker count also gets a "floor" row,
  *    measured in the same rounds: the paced producer runs with no pool while one thread
  *    busy-reads the clock, which gives the wait an always-ready consumer would see on this
  *    machine (see "the machine floor" below).
@@ -18,7 +19,11 @@
  * before the work runs, and record into per-worker nl_hist histograms.
  *
  * Each cell is run --repeat times, the pools taking turns run by run, and the median run of
- * each pool is reported: the machine is a shared 2-core VM and single runs vary 2-3x.
+ * each pool is reported: the machine is a shared 2-core VM and single runs vary 2-3x. Every
+ * row also shows the range of a cache-line round trip between CPU 0 and 1 probed at the start
+ * of each round (c2c.h): it moved between about 100 and 500 ns there as the host moved the
+ * vCPUs, and throughput with it (nl_pool 1 worker x 4 producers: 14-18M tasks/s at 100-200 ns,
+ * 4-5M at 500 ns), so a row whose range spans both is a mix of two machines.
  *
  * Usage: bench_pool [--seconds S] [--capacity N] [--repeat R]
  *        (defaults: 1 s per run, 1024 slots, 3 runs per cell)
@@ -34,11 +39,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "c2c.h"
 #include "netlib/nl_common.h"
 #include "netlib/nl_hist.h"
 #include "netlib/nl_pool.h"
 
 #define MAX_THREADS 8
+#define C2C_ROUND_TRIPS 5000 /* per round: 0.5-2.5 ms */
 
 static int empty_work(void *arg)
 {
@@ -401,6 +408,7 @@ static void *producer_main(void *arg)
 }
 
 typedef struct result_s {
+    double rate_per_s; /* the pace asked for; 0: saturated */
     double tasks_per_s;
     nl_hist_summary_t wait_ns;
     uint64_t full;
@@ -424,7 +432,7 @@ static result_t run_cell(const impl_t *impl, int workers, int producers, double 
     }
     pthread_barrier_wait(&start);
     uint64_t t0 = nl_now_ns();
-    result_t r = {0};
+    result_t r = {.rate_per_s = rate_per_s};
     uint64_t total = 0;
     for (int i = 0; i < producers; i++) {
         pthread_join(prod[i].thread, NULL);
@@ -464,15 +472,38 @@ static int cmp_p99(const void *a, const void *b)
 
 /* The shared 2-core VM is noisy: each cell runs `repeat` rounds in which the n pools (or
  * rates) take turns, so that all see the same background load, and keeps the median run of
- * each: by tasks/s when saturated, by p99 wait when paced. */
+ * each: by tasks/s when saturated, by p99 wait when paced. rates are tasks/s (0: saturated),
+ * or with pace_by fractions of the single-producer maximum of pool pace_by[k], measured at the
+ * start of each round. Each round starts with a short
+ * cache-line round-trip probe (c2c.h); *c2c gets the range, which shows a cell whose rounds
+ * straddled a change of the host's vCPU placement (about 100-200 against 500 ns here). */
 static void run_rounds(const args_t *a, int n, const impl_t *const *impls, const double *rates,
-                       int workers, int producers, result_t *out)
+                       const impl_t *const *pace_by, int workers, int producers, result_t *out,
+                       c2c_range_t *c2c)
 {
     result_t runs[4][16];
     int repeat = a->repeat >= 1 && a->repeat <= 16 ? a->repeat : 1;
-    for (int r = 0; r < repeat; r++)
+    *c2c = (c2c_range_t){0, 0};
+    for (int r = 0; r < repeat; r++) {
+        c2c_probe_into(c2c, 0, 1, C2C_ROUND_TRIPS);
+        double round_rates[4];
+        double max_of[4]; /* pace_by[k]'s single-producer maximum, measured once per pool */
+        for (int k = 0; k < n; k++) {
+            round_rates[k] = rates[k];
+            if (!pace_by)
+                continue;
+            int j = 0;
+            while (pace_by[j] != pace_by[k])
+                j++;
+            max_of[k] =
+                j < k ? max_of[j]
+                      : run_cell(pace_by[k], workers, 1, 0, a->seconds, a->capacity).tasks_per_s;
+            round_rates[k] = rates[k] * max_of[k];
+        }
         for (int k = 0; k < n; k++)
-            runs[k][r] = run_cell(impls[k], workers, producers, rates[k], a->seconds, a->capacity);
+            runs[k][r] =
+                run_cell(impls[k], workers, producers, round_rates[k], a->seconds, a->capacity);
+    }
     for (int k = 0; k < n; k++) {
         qsort(runs[k], (size_t)repeat, sizeof(result_t), rates[k] > 0 ? cmp_p99 : cmp_tasks);
         out[k] = runs[k][repeat / 2];
@@ -484,12 +515,24 @@ static double us(uint64_t ns)
     return (double)ns / 1000.0;
 }
 
+static const char usage[] =
+    "usage: bench_pool [--seconds S] [--capacity N] [--repeat R]\n"
+    "       bench_pool --impl nl_pool|mutex|floor --workers W --producers P [--rate R]\n";
+
 static int parse_args(int argc, char **argv, args_t *a)
 {
     *a = (args_t){.seconds = 1.0, .capacity = 1024, .repeat = 3, .workers = 1, .producers = 1};
-    for (int i = 1; i + 1 < argc; i += 2) {
+    for (int i = 1; i < argc; i += 2) {
         const char *k = argv[i];
-        const char *v = argv[i + 1];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (strcmp(k, "--help") == 0 || strcmp(k, "-h") == 0) {
+            fputs(usage, stdout);
+            return 1;
+        }
+        if (!v) {
+            fprintf(stderr, "bench_pool: %s needs a value\n%s", k, usage);
+            return -EINVAL;
+        }
         if (strcmp(k, "--seconds") == 0)
             a->seconds = atof(v);
         else if (strcmp(k, "--capacity") == 0)
@@ -506,6 +549,10 @@ static int parse_args(int argc, char **argv, args_t *a)
             a->producers = atoi(v);
         else if (strcmp(k, "--rate") == 0)
             a->rate = atof(v);
+        else {
+            fprintf(stderr, "bench_pool: unknown option %s\n%s", k, usage);
+            return -EINVAL;
+        }
     }
     if (a->workers < 1 || a->workers > MAX_THREADS || a->producers < 1 ||
         a->producers > MAX_THREADS || a->capacity < 1) {
@@ -517,57 +564,56 @@ static int parse_args(int argc, char **argv, args_t *a)
 
 static const int counts[] = {1, 2, 4};
 
-/* Prints the saturation table; fills max_single[pool][w] with the 1-producer throughputs. */
-static void print_saturation(const args_t *a, double max_single[2][3])
+static void print_saturation(const args_t *a)
 {
     printf("Saturation: empty tasks, median of %d interleaved runs of %.1f s, queue capacity "
            "%u\n\n",
            a->repeat, a->seconds, a->capacity);
     printf("| workers | producers | nl_pool tasks/s | mutex+cond tasks/s | ratio | nl_pool wait "
-           "p50 / p99 (us) | mutex+cond wait p50 / p99 (us) |\n");
-    printf("|---:|---:|---:|---:|---:|---:|---:|\n");
+           "p50 / p99 (us) | mutex+cond wait p50 / p99 (us) | c2c (ns) |\n");
+    printf("|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     for (int w = 0; w < 3; w++) {
         for (int p = 0; p < 3; p++) {
             const impl_t *impls[2] = {&impl_herald, &impl_base};
             const double rates[2] = {0, 0};
             result_t r[2];
-            run_rounds(a, 2, impls, rates, counts[w], counts[p], r);
+            c2c_range_t c2c;
+            run_rounds(a, 2, impls, rates, NULL, counts[w], counts[p], r, &c2c);
             result_t x = r[0];
             result_t y = r[1];
-            if (p == 0) {
-                max_single[0][w] = x.tasks_per_s;
-                max_single[1][w] = y.tasks_per_s;
-            }
-            printf("| %d | %d | %.2fM | %.2fM | %.2fx | %.1f / %.1f | %.1f / %.1f |\n", counts[w],
-                   counts[p], x.tasks_per_s / 1e6, y.tasks_per_s / 1e6,
+            printf("| %d | %d | %.2fM | %.2fM | %.2fx | %.1f / %.1f | %.1f / %.1f | %.0f-%.0f |\n",
+                   counts[w], counts[p], x.tasks_per_s / 1e6, y.tasks_per_s / 1e6,
                    x.tasks_per_s / y.tasks_per_s, us(x.wait_ns.p50), us(x.wait_ns.p99),
-                   us(y.wait_ns.p50), us(y.wait_ns.p99));
+                   us(y.wait_ns.p50), us(y.wait_ns.p99), c2c.min_ns, c2c.max_ns);
             fflush(stdout);
         }
     }
 }
 
-static void print_paced(const args_t *a, double max_single[2][3])
+static void print_paced(const args_t *a)
 {
     printf("\nPaced: one producer, open loop, median (by p99) of %d interleaved runs of %.1f "
            "s\n\n",
            a->repeat, a->seconds);
     printf("| workers | pool | rate (tasks/s) | wait p50 (us) | p99 (us) | p999 (us) | max (us) "
-           "|\n");
-    printf("|---:|---|---:|---:|---:|---:|---:|\n");
+           "| c2c (ns) |\n");
+    printf("|---:|---|---:|---:|---:|---:|---:|---:|\n");
     for (int w = 0; w < 3; w++) {
         /* The floor runs first in each round, at nl_pool's rate, so it sees the same load. */
-        double nl_rate = max_single[0][w] / 2;
-        double rates[4] = {nl_rate, nl_rate, nl_rate, max_single[1][w] / 2};
-        const impl_t *impls[4] = {&impl_floor, &impl_herald, &impl_base, &impl_base};
+        static const double halves[4] = {0.5, 0.5, 0.5, 0.5};
+        static const impl_t *const impls[4] = {&impl_floor, &impl_herald, &impl_base, &impl_base};
+        static const impl_t *const pace_by[4] = {&impl_herald, &impl_herald, &impl_herald,
+                                                 &impl_base};
         static const char *const whose[4] = {"nl_pool", "nl_pool", "nl_pool", "its own"};
         result_t rs[4];
-        run_rounds(a, 4, impls, rates, counts[w], 1, rs);
+        c2c_range_t c2c;
+        run_rounds(a, 4, impls, halves, pace_by, counts[w], 1, rs, &c2c);
         for (int k = 0; k < 4; k++) {
             result_t r = rs[k];
-            printf("| %d | %s | %.2fM (50%% of %s max) | %.1f | %.1f | %.1f | %.1f |\n", counts[w],
-                   impls[k]->name, rates[k] / 1e6, whose[k], us(r.wait_ns.p50), us(r.wait_ns.p99),
-                   us(r.wait_ns.p999), us(r.wait_ns.max));
+            printf("| %d | %s | %.2fM (50%% of %s max) | %.1f | %.1f | %.1f | %.1f | %.0f-%.0f |\n",
+                   counts[w], impls[k]->name, r.rate_per_s / 1e6, whose[k], us(r.wait_ns.p50),
+                   us(r.wait_ns.p99), us(r.wait_ns.p999), us(r.wait_ns.max), c2c.min_ns,
+                   c2c.max_ns);
             fflush(stdout);
         }
     }
@@ -576,20 +622,26 @@ static void print_paced(const args_t *a, double max_single[2][3])
 int main(int argc, char **argv)
 {
     args_t a;
-    if (parse_args(argc, argv, &a) < 0)
-        return 2;
+    int rc = parse_args(argc, argv, &a);
+    if (rc != 0)
+        return rc < 0 ? 2 : 0;
     if (a.only) {
         result_t r;
-        run_rounds(&a, 1, &a.only, &a.rate, a.workers, a.producers, &r);
+        c2c_range_t c2c;
+        run_rounds(&a, 1, &a.only, &a.rate, NULL, a.workers, a.producers, &r, &c2c);
         printf("%s workers=%d producers=%d rate=%.0f: %.3fM tasks/s, wait p50=%.1fus "
-               "p99=%.1fus p999=%.1fus max=%.1fus, full=%llu\n",
+               "p99=%.1fus p999=%.1fus max=%.1fus, full=%llu, c2c=%.0f-%.0fns\n",
                a.only->name, a.workers, a.producers, a.rate, r.tasks_per_s / 1e6, us(r.wait_ns.p50),
-               us(r.wait_ns.p99), us(r.wait_ns.p999), us(r.wait_ns.max),
-               (unsigned long long)r.full);
+               us(r.wait_ns.p99), us(r.wait_ns.p999), us(r.wait_ns.max), (unsigned long long)r.full,
+               c2c.min_ns, c2c.max_ns);
         return 0;
     }
-    double max_single[2][3] = {{0}};
-    print_saturation(&a, max_single);
-    print_paced(&a, max_single);
+    /* The figure that moves this VM's results most between runs: printed at both ends. */
+    printf("cache-line round trip CPU 0 <-> CPU 1 at the start: %.0f ns\n\n",
+           c2c_round_trip_ns(0, 1, 100000));
+    print_saturation(&a);
+    print_paced(&a);
+    printf("\ncache-line round trip CPU 0 <-> CPU 1 at the end: %.0f ns\n",
+           c2c_round_trip_ns(0, 1, 100000));
     return 0;
 }

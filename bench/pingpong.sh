@@ -82,6 +82,16 @@ raw="$tmpdir/raw.tsv"
 : >"$raw"
 # Other work on the machine skews the figures: the load average goes in the table's header.
 load_start=$(cut -d' ' -f1-3 /proc/loadavg)
+# So does where the host puts the two vCPUs: the cache-line round trip between the server's and
+# the client's CPU (bench_c2c, 0.2 s) moved between about 100 and 500 ns on the project's VM,
+# and the figures with it. It goes in each run's line and in the table's header.
+c2c_ns() {
+    local out
+    out=$("$build/bench/bench_c2c" "$server_cpu" "$client_cpu" 2>/dev/null) || { echo "?"; return; }
+    out=${out##*: }
+    echo "${out% ns}"
+}
+c2c_start=$(c2c_ns)
 echo "pingpong.sh: $mode matrix, $runs run(s) of $secs s per cell; server on CPU $server_cpu," \
     "client on CPU $client_cpu" >&2
 for block in 16384 4096; do
@@ -96,7 +106,7 @@ for block in 16384 4096; do
                 printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$block" "$conns" "$run" \
                     "$kind" "$mib" "$u" "$k" "$s" "$c" >>"$raw"
                 echo "  block=$block conns=$conns run=$run $kind: $mib MiB/s (user $u%," \
-                    "sys $k%, softirq $s%; $c ms CPU/GiB)" >&2
+                    "sys $k%, softirq $s%; $c ms CPU/GiB; c2c $(c2c_ns) ns)" >&2
             done
         done
     done
@@ -108,7 +118,8 @@ echo "pingpong, MiB/s: median [min-max] of $runs run(s) x $secs s; server 1 thre
 echo "CPU: server user% / sys% / CPU$server_cpu softirq% of wall time, and server CPU ms per GiB" \
     "echoed (medians; lower is better)"
 echo "host: $ncpu CPUs, $(uname -r); load average at start $load_start," \
-    "at end $(cut -d' ' -f1-3 /proc/loadavg)"
+    "at end $(cut -d' ' -f1-3 /proc/loadavg); cache-line round trip CPU $server_cpu <-> CPU" \
+    "$client_cpu at start $c2c_start ns, at end $(c2c_ns) ns"
 echo
 awk -F'\t' -v runs="$runs" '
 function sort3(a, n,   i, j, t) { for (i = 2; i <= n; i++) for (j = i; j > 1 && a[j-1] > a[j]; j--) { t = a[j]; a[j] = a[j-1]; a[j-1] = t } }
