@@ -8,8 +8,6 @@
  *   pos" with "free for pos + capacity" at capacity 1: a test caught a task overwritten.) No
  *   lock, so a producer preempted mid-submit stalls nobody, which sinks a mutex queue when
  *   threads outnumber cores. A slot per cache line; index pos % capacity: capacity is exact.
- *   In a backlog a worker claims up to POP_BATCH consecutive published slots in one CAS: it
- *   reads their lines together, so their cache misses overlap instead of queueing up.
  *
  * - Shutdown sets bit 63 of enq_pos (POS_CLOSED): every later CAS fails on it, and the value
  *   before the bit is the exact count of accepted tasks, which workers (drain) or the shutting
@@ -64,13 +62,6 @@
 #define SPIN_GRACE_NS 10000
 #define WAKE_GRACE_NS 50000
 #define WAIT_FOREVER UINT64_MAX
-/* A worker takes POP_BATCH jobs in one claim when its last job waited over BATCH_WAIT_NS and
- * more than BATCH_DEPTH are queued: a backlog, where the few taken together cannot keep an idle
- * worker from work. bench_pool, 1 worker x 4 producers, cache-line round trip 500 ns: 4.2 ->
- * 4.9M tasks/s (4 or 8 or 16 alike; 4 holds the fewest behind a long job). */
-#define POP_BATCH 4
-#define BATCH_DEPTH 64
-#define BATCH_WAIT_NS 20000
 
 /* The pool the calling thread works for, so shutdown from a worker aborts instead of
  * deadlocking on its own join. */
@@ -145,59 +136,40 @@ static int ring_push(nl_pool_t *pool, const pool_job_t *job, uint64_t *pos_out)
     return 0;
 }
 
-/* Takes the oldest published jobs, up to max (1..POP_BATCH), in one claim of deq_pos: only a
- * run of consecutive published positions, so claims stay in order. Returns how many; 0 when
- * there is none (or the oldest position is claimed but not yet published by its producer). */
-static unsigned ring_pop_n(nl_pool_t *pool, pool_job_t *out, unsigned max)
-{
-    uint64_t pos = atomic_load_explicit(&pool->deq_pos, memory_order_relaxed);
-    unsigned n;
-    for (;;) {
-        uint64_t seqs[POP_BATCH];
-        for (unsigned i = 0; i < max; i++)
-            seqs[i] = atomic_load_explicit(&ring_slot(pool, pos + i)->seq, memory_order_acquire);
-        int64_t dif = (int64_t)(seqs[0] - (2 * pos + 1));
-        if (dif < 0)
-            return 0;
-        if (dif > 0) {
-            pos = atomic_load_explicit(&pool->deq_pos, memory_order_relaxed);
-            continue;
-        }
-        n = 1;
-        while (n < max && seqs[n] == 2 * (pos + n) + 1)
-            n++;
-        if (atomic_compare_exchange_weak_explicit(&pool->deq_pos, &pos, pos + n,
-                                                  memory_order_relaxed, memory_order_relaxed))
-            break;
-    }
-    for (unsigned i = 0; i < n; i++) {
-        pool_slot_t *slot = ring_slot(pool, pos + i);
-        out[i] = slot->job;
-        /* Exchange for the same reason as in ring_push: ordered before the full_waiters load. */
-        atomic_exchange_explicit(&slot->seq, 2 * (pos + i + pool->capacity), memory_order_seq_cst);
-    }
-    if (atomic_load_explicit(&pool->full_waiters, memory_order_seq_cst) > 0)
-        nl__pool_futex_signal(&pool->full_epoch, (int)n);
-    return n;
-}
-
+/* Takes the oldest published job. Returns false when there is none (or the oldest position is
+ * claimed but not yet published by its producer). */
 bool nl__pool_ring_pop(nl_pool_t *pool, pool_job_t *out)
 {
-    return ring_pop_n(pool, out, 1) == 1;
-}
-
-/* True when a published job waits `behind` places after the head of the ring. */
-static bool ring_peek_at(const nl_pool_t *pool, uint64_t behind)
-{
-    uint64_t pos = atomic_load_explicit(&pool->deq_pos, memory_order_relaxed) + behind;
-    const pool_slot_t *slot = ring_slot(pool, pos);
-    return atomic_load_explicit(&slot->seq, memory_order_acquire) == 2 * pos + 1;
+    uint64_t pos = atomic_load_explicit(&pool->deq_pos, memory_order_relaxed);
+    pool_slot_t *slot;
+    for (;;) {
+        slot = ring_slot(pool, pos);
+        uint64_t seq = atomic_load_explicit(&slot->seq, memory_order_acquire);
+        int64_t dif = (int64_t)(seq - (2 * pos + 1));
+        if (dif == 0) {
+            if (atomic_compare_exchange_weak_explicit(&pool->deq_pos, &pos, pos + 1,
+                                                      memory_order_relaxed, memory_order_relaxed))
+                break;
+        } else if (dif < 0) {
+            return false;
+        } else {
+            pos = atomic_load_explicit(&pool->deq_pos, memory_order_relaxed);
+        }
+    }
+    *out = slot->job;
+    /* Exchange for the same reason as in ring_push: ordered before the full_waiters load. */
+    atomic_exchange_explicit(&slot->seq, 2 * (pos + pool->capacity), memory_order_seq_cst);
+    if (atomic_load_explicit(&pool->full_waiters, memory_order_seq_cst) > 0)
+        nl__pool_futex_signal(&pool->full_epoch, 1);
+    return true;
 }
 
 /* True when a published job waits at the head of the ring. */
 static bool ring_peek(const nl_pool_t *pool)
 {
-    return ring_peek_at(pool, 0);
+    uint64_t pos = atomic_load_explicit(&pool->deq_pos, memory_order_relaxed);
+    const pool_slot_t *slot = ring_slot(pool, pos);
+    return atomic_load_explicit(&slot->seq, memory_order_acquire) == 2 * pos + 1;
 }
 
 /* --- completions ---------------------------------------------------------------------- */
@@ -410,35 +382,24 @@ static void *worker_main(void *p)
     char name[16];
     snprintf(name, sizeof(name), "%.10s-%u", pool->name, w->index);
     pthread_setname_np(pthread_self(), name);
-    pool_job_t jobs[POP_BATCH];
+    pool_job_t job;
     /* One clock read per job (~70 ns in this VM, as much as the rest of the hand-off): a
      * job's start ends the run before it; an idle spell or exit closes the last one. */
     uint64_t since_ns = 0;
-    uint64_t last_wait_ns = 0;
     for (;;) {
         if (atomic_load_explicit(&pool->is_discarding, memory_order_relaxed))
             break;
-        /* Jobs taken together run here even if a discarding shutdown begins meanwhile: they
-         * left the queue, as a single job does when it starts. A slot BATCH_DEPTH ahead can be
-         * published only when the capacity exceeds BATCH_DEPTH, so a claim never wraps. */
-        unsigned max =
-            last_wait_ns > BATCH_WAIT_NS && ring_peek_at(pool, BATCH_DEPTH) ? POP_BATCH : 1;
-        unsigned n = ring_pop_n(pool, jobs, max);
-        for (unsigned i = 0; i < n; i++) {
+        if (nl__pool_ring_pop(pool, &job)) {
             uint64_t now_ns = nl_now_ns();
             worker_close_run(w, since_ns, now_ns);
             since_ns = now_ns;
-            last_wait_ns = now_ns > jobs[i].enqueue_ns ? now_ns - jobs[i].enqueue_ns : 0;
             /* More work behind this job: hand the wake-up on, so a burst fans out over the
              * parked workers without costing the producers a system call each. */
-            if (i == 0 && atomic_load_explicit(&pool->parked, memory_order_relaxed) &&
-                ring_peek(pool))
+            if (atomic_load_explicit(&pool->parked, memory_order_relaxed) && ring_peek(pool))
                 pool_wake_one(pool, now_ns);
-            worker_run(w, &jobs[i], now_ns);
-        }
-        if (n)
+            worker_run(w, &job, now_ns);
             continue;
-        last_wait_ns = 0;
+        }
         worker_close_run(w, since_ns, nl_now_ns());
         since_ns = 0;
         /* Counted idle while spinning and parked, for pool_maybe_grow (so only when burst
