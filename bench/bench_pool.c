@@ -9,11 +9,12 @@
  * 2. Paced: one producer at 50 % of the single-producer maximum, for each worker count: an
  *    open-loop schedule (a late submit does not delay the next ones), so the wait times include
  *    queueing honestly. Both pools are paced at nl_pool's rate and the baseline also at 50 % of
- *    its own maximum. Each round measures both maxima first (a 1-producer saturated run each),
- *    so the pace follows the machine's state in that round rather than step 1's. Each worker count also gets a "floor" row,
+ *    its own maximum. Both maxima are measured again right before each worker count's paced
+ *    rounds (1-producer saturated runs, median of --repeat), so the pace follows the machine's
+ *    state of the moment rather than step 1's. Each worker count also gets a "floor" row,
  *    measured in the same rounds: the paced producer runs with no pool while one thread
  *    busy-reads the clock, which gives the wait an always-ready consumer would see on this
- *    machine (see "the machine floor" below).
+ *    machine (see "the machine floor" in bench/RESULTS-pool.md).
  *
  * Both pools take the enqueue timestamp just before they queue and the start timestamp just
  * before the work runs, and record into per-worker nl_hist histograms.
@@ -45,6 +46,7 @@
 #include "netlib/nl_pool.h"
 
 #define MAX_THREADS 8
+#define MAX_REPEAT 16
 #define C2C_ROUND_TRIPS 5000 /* per round: 0.5-2.5 ms */
 
 static int empty_work(void *arg)
@@ -408,7 +410,6 @@ static void *producer_main(void *arg)
 }
 
 typedef struct result_s {
-    double rate_per_s; /* the pace asked for; 0: saturated */
     double tasks_per_s;
     nl_hist_summary_t wait_ns;
     uint64_t full;
@@ -432,7 +433,7 @@ static result_t run_cell(const impl_t *impl, int workers, int producers, double 
     }
     pthread_barrier_wait(&start);
     uint64_t t0 = nl_now_ns();
-    result_t r = {.rate_per_s = rate_per_s};
+    result_t r = {0};
     uint64_t total = 0;
     for (int i = 0; i < producers; i++) {
         pthread_join(prod[i].thread, NULL);
@@ -472,37 +473,20 @@ static int cmp_p99(const void *a, const void *b)
 
 /* The shared 2-core VM is noisy: each cell runs `repeat` rounds in which the n pools (or
  * rates) take turns, so that all see the same background load, and keeps the median run of
- * each: by tasks/s when saturated, by p99 wait when paced. rates are tasks/s (0: saturated),
- * or with pace_by fractions of the single-producer maximum of pool pace_by[k], measured at the
- * start of each round. Each round starts with a short
- * cache-line round-trip probe (c2c.h); *c2c gets the range, which shows a cell whose rounds
- * straddled a change of the host's vCPU placement (about 100-200 against 500 ns here). */
+ * each: by tasks/s when saturated, by p99 wait when paced (rates[k] tasks/s; 0: saturated). Each
+ * round starts with a short cache-line round-trip probe (c2c.h); *c2c gets the range, which shows a
+ * cell whose rounds straddled a change of the host's vCPU placement (about 100-200 against 500 ns
+ * here). */
 static void run_rounds(const args_t *a, int n, const impl_t *const *impls, const double *rates,
-                       const impl_t *const *pace_by, int workers, int producers, result_t *out,
-                       c2c_range_t *c2c)
+                       int workers, int producers, result_t *out, c2c_range_t *c2c)
 {
-    result_t runs[4][16];
-    int repeat = a->repeat >= 1 && a->repeat <= 16 ? a->repeat : 1;
+    result_t runs[4][MAX_REPEAT];
+    int repeat = a->repeat;
     *c2c = (c2c_range_t){0, 0};
     for (int r = 0; r < repeat; r++) {
         c2c_probe_into(c2c, 0, 1, C2C_ROUND_TRIPS);
-        double round_rates[4];
-        double max_of[4]; /* pace_by[k]'s single-producer maximum, measured once per pool */
-        for (int k = 0; k < n; k++) {
-            round_rates[k] = rates[k];
-            if (!pace_by)
-                continue;
-            int j = 0;
-            while (pace_by[j] != pace_by[k])
-                j++;
-            max_of[k] =
-                j < k ? max_of[j]
-                      : run_cell(pace_by[k], workers, 1, 0, a->seconds, a->capacity).tasks_per_s;
-            round_rates[k] = rates[k] * max_of[k];
-        }
         for (int k = 0; k < n; k++)
-            runs[k][r] =
-                run_cell(impls[k], workers, producers, round_rates[k], a->seconds, a->capacity);
+            runs[k][r] = run_cell(impls[k], workers, producers, rates[k], a->seconds, a->capacity);
     }
     for (int k = 0; k < n; k++) {
         qsort(runs[k], (size_t)repeat, sizeof(result_t), rates[k] > 0 ? cmp_p99 : cmp_tasks);
@@ -539,11 +523,16 @@ static int parse_args(int argc, char **argv, args_t *a)
             a->capacity = (uint32_t)atoi(v);
         else if (strcmp(k, "--repeat") == 0)
             a->repeat = atoi(v);
-        else if (strcmp(k, "--impl") == 0)
+        else if (strcmp(k, "--impl") == 0) {
             a->only = strcmp(v, "nl_pool") == 0 ? &impl_herald
                       : strcmp(v, "floor") == 0 ? &impl_floor
-                                                : &impl_base;
-        else if (strcmp(k, "--workers") == 0)
+                      : strcmp(v, "mutex") == 0 ? &impl_base
+                                                : NULL;
+            if (!a->only) {
+                fprintf(stderr, "bench_pool: --impl is nl_pool, mutex or floor, not %s\n", v);
+                return -EINVAL;
+            }
+        } else if (strcmp(k, "--workers") == 0)
             a->workers = atoi(v);
         else if (strcmp(k, "--producers") == 0)
             a->producers = atoi(v);
@@ -555,8 +544,10 @@ static int parse_args(int argc, char **argv, args_t *a)
         }
     }
     if (a->workers < 1 || a->workers > MAX_THREADS || a->producers < 1 ||
-        a->producers > MAX_THREADS || a->capacity < 1) {
-        fprintf(stderr, "workers and producers: 1..%d; capacity >= 1\n", MAX_THREADS);
+        a->producers > MAX_THREADS || a->capacity < 1 || a->repeat < 1 || a->repeat > MAX_REPEAT ||
+        !(a->seconds > 0)) {
+        fprintf(stderr, "workers and producers: 1..%d; capacity >= 1; repeat 1..%d; seconds > 0\n",
+                MAX_THREADS, MAX_REPEAT);
         return -EINVAL;
     }
     return 0;
@@ -578,13 +569,15 @@ static void print_saturation(const args_t *a)
             const double rates[2] = {0, 0};
             result_t r[2];
             c2c_range_t c2c;
-            run_rounds(a, 2, impls, rates, NULL, counts[w], counts[p], r, &c2c);
+            run_rounds(a, 2, impls, rates, counts[w], counts[p], r, &c2c);
             result_t x = r[0];
             result_t y = r[1];
-            printf("| %d | %d | %.2fM | %.2fM | %.2fx | %.1f / %.1f | %.1f / %.1f | %.0f-%.0f |\n",
+            char c2c_buf[32];
+            printf("| %d | %d | %.2fM | %.2fM | %.2fx | %.1f / %.1f | %.1f / %.1f | %s |\n",
                    counts[w], counts[p], x.tasks_per_s / 1e6, y.tasks_per_s / 1e6,
                    x.tasks_per_s / y.tasks_per_s, us(x.wait_ns.p50), us(x.wait_ns.p99),
-                   us(y.wait_ns.p50), us(y.wait_ns.p99), c2c.min_ns, c2c.max_ns);
+                   us(y.wait_ns.p50), us(y.wait_ns.p99),
+                   c2c_range_str(&c2c, c2c_buf, sizeof(c2c_buf)));
             fflush(stdout);
         }
     }
@@ -599,24 +592,41 @@ static void print_paced(const args_t *a)
            "| c2c (ns) |\n");
     printf("|---:|---|---:|---:|---:|---:|---:|---:|\n");
     for (int w = 0; w < 3; w++) {
+        /* Both maxima are measured again right before, so the pace follows the machine's
+         * state of the moment rather than that of the saturation table, minutes earlier. */
+        static const impl_t *const pools[2] = {&impl_herald, &impl_base};
+        static const double saturated[2] = {0, 0};
+        result_t max[2];
+        c2c_range_t c2c_max;
+        run_rounds(a, 2, pools, saturated, counts[w], 1, max, &c2c_max);
         /* The floor runs first in each round, at nl_pool's rate, so it sees the same load. */
-        static const double halves[4] = {0.5, 0.5, 0.5, 0.5};
+        double nl_rate = max[0].tasks_per_s / 2;
+        double rates[4] = {nl_rate, nl_rate, nl_rate, max[1].tasks_per_s / 2};
         static const impl_t *const impls[4] = {&impl_floor, &impl_herald, &impl_base, &impl_base};
-        static const impl_t *const pace_by[4] = {&impl_herald, &impl_herald, &impl_herald,
-                                                 &impl_base};
         static const char *const whose[4] = {"nl_pool", "nl_pool", "nl_pool", "its own"};
         result_t rs[4];
         c2c_range_t c2c;
-        run_rounds(a, 4, impls, halves, pace_by, counts[w], 1, rs, &c2c);
+        run_rounds(a, 4, impls, rates, counts[w], 1, rs, &c2c);
+        c2c_range_merge(&c2c, &c2c_max);
         for (int k = 0; k < 4; k++) {
             result_t r = rs[k];
-            printf("| %d | %s | %.2fM (50%% of %s max) | %.1f | %.1f | %.1f | %.1f | %.0f-%.0f |\n",
-                   counts[w], impls[k]->name, r.rate_per_s / 1e6, whose[k], us(r.wait_ns.p50),
-                   us(r.wait_ns.p99), us(r.wait_ns.p999), us(r.wait_ns.max), c2c.min_ns,
-                   c2c.max_ns);
+            char c2c_buf[32];
+            printf("| %d | %s | %.2fM (50%% of %s max) | %.1f | %.1f | %.1f | %.1f | %s |\n",
+                   counts[w], impls[k]->name, rates[k] / 1e6, whose[k], us(r.wait_ns.p50),
+                   us(r.wait_ns.p99), us(r.wait_ns.p999), us(r.wait_ns.max),
+                   c2c_range_str(&c2c, c2c_buf, sizeof(c2c_buf)));
             fflush(stdout);
         }
     }
+}
+
+static void print_c2c(const char *when)
+{
+    c2c_range_t c2c = {0, 0};
+    char buf[32];
+    c2c_probe_into(&c2c, 0, 1, 100000);
+    printf("cache-line round trip CPU 0 <-> CPU 1 at the %s: %s ns\n%s", when,
+           c2c_range_str(&c2c, buf, sizeof(buf)), strcmp(when, "start") == 0 ? "\n" : "");
 }
 
 int main(int argc, char **argv)
@@ -628,20 +638,20 @@ int main(int argc, char **argv)
     if (a.only) {
         result_t r;
         c2c_range_t c2c;
-        run_rounds(&a, 1, &a.only, &a.rate, NULL, a.workers, a.producers, &r, &c2c);
+        run_rounds(&a, 1, &a.only, &a.rate, a.workers, a.producers, &r, &c2c);
+        char c2c_buf[32];
         printf("%s workers=%d producers=%d rate=%.0f: %.3fM tasks/s, wait p50=%.1fus "
-               "p99=%.1fus p999=%.1fus max=%.1fus, full=%llu, c2c=%.0f-%.0fns\n",
+               "p99=%.1fus p999=%.1fus max=%.1fus, full=%llu, c2c=%s ns\n",
                a.only->name, a.workers, a.producers, a.rate, r.tasks_per_s / 1e6, us(r.wait_ns.p50),
                us(r.wait_ns.p99), us(r.wait_ns.p999), us(r.wait_ns.max), (unsigned long long)r.full,
-               c2c.min_ns, c2c.max_ns);
+               c2c_range_str(&c2c, c2c_buf, sizeof(c2c_buf)));
         return 0;
     }
     /* The figure that moves this VM's results most between runs: printed at both ends. */
-    printf("cache-line round trip CPU 0 <-> CPU 1 at the start: %.0f ns\n\n",
-           c2c_round_trip_ns(0, 1, 100000));
+    print_c2c("start");
     print_saturation(&a);
     print_paced(&a);
-    printf("\ncache-line round trip CPU 0 <-> CPU 1 at the end: %.0f ns\n",
-           c2c_round_trip_ns(0, 1, 100000));
+    printf("\n");
+    print_c2c("end");
     return 0;
 }

@@ -6,6 +6,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "netlib/nl_common.h"
@@ -50,6 +51,19 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* Waits until the serve of value `served` (0: none yet) is answered; false once past the
+ * deadline. The clock is read only every 4096 polls, to keep it out of the figure. */
+static bool await_answer(c2c_t *c, uint64_t served, uint64_t deadline_ns)
+{
+    if (served == 0)
+        return true;
+    for (unsigned spins = 1; atomic_load_explicit(&c->ball, memory_order_acquire) == served;
+         spins++)
+        if ((spins & 4095) == 0 && nl_now_ns() > deadline_ns)
+            return false;
+    return true;
+}
+
 /* Runs on a thread of its own, so the caller's affinity stays as it was. */
 static void *c2c_initiator(void *arg)
 {
@@ -61,24 +75,23 @@ static void *c2c_initiator(void *arg)
     if (atomic_load(&c->responder_pinned) < 0)
         return NULL;
     double per_trip[C2C_BATCHES];
+    uint64_t served = 0; /* the last odd value served; the responder answers it with +1 */
     for (int b = 0; b < C2C_BATCHES; b++) {
         uint64_t start_ns = nl_now_ns();
-        bool is_late = false;
+        uint64_t deadline_ns = start_ns + C2C_BATCH_LIMIT_NS;
         int trips = 0;
-        while (trips < c->batch_trips && !is_late) {
-            uint64_t v = atomic_load_explicit(&c->ball, memory_order_relaxed) + 1;
-            atomic_store_explicit(&c->ball, v, memory_order_release);
-            /* The clock only every 4096 polls, to keep it out of the figure. */
-            for (unsigned spins = 1; atomic_load_explicit(&c->ball, memory_order_acquire) == v;
-                 spins++) {
-                if ((spins & 4095) == 0 && nl_now_ns() - start_ns > C2C_BATCH_LIMIT_NS) {
-                    is_late = true;
-                    break;
-                }
-            }
+        /* A trip starts once the last serve is answered: a batch that ran out of time may
+         * have left it unanswered, and serving on top of it would never be answered. */
+        while (trips < c->batch_trips && await_answer(c, served, deadline_ns)) {
+            served = atomic_load_explicit(&c->ball, memory_order_relaxed) + 1;
+            atomic_store_explicit(&c->ball, served, memory_order_release);
             trips++;
+            if ((trips & 63) == 0 && nl_now_ns() > deadline_ns)
+                break;
         }
-        per_trip[b] = (double)(nl_now_ns() - start_ns) / trips;
+        if (!await_answer(c, served, deadline_ns))
+            trips = trips > 1 ? trips - 1 : 0; /* the last serve is still out */
+        per_trip[b] = trips ? (double)(nl_now_ns() - start_ns) / trips : (double)C2C_BATCH_LIMIT_NS;
     }
     qsort(per_trip, C2C_BATCHES, sizeof(per_trip[0]), cmp_double);
     c->result_ns = per_trip[C2C_BATCHES / 2];
@@ -111,4 +124,25 @@ void c2c_probe_into(c2c_range_t *range, int cpu_a, int cpu_b, int trips)
         range->min_ns = ns;
     if (ns > range->max_ns)
         range->max_ns = ns;
+}
+
+void c2c_range_merge(c2c_range_t *range, const c2c_range_t *other)
+{
+    if (other->min_ns == 0)
+        return;
+    if (range->min_ns == 0 || other->min_ns < range->min_ns)
+        range->min_ns = other->min_ns;
+    if (other->max_ns > range->max_ns)
+        range->max_ns = other->max_ns;
+}
+
+const char *c2c_range_str(const c2c_range_t *range, char *buf, size_t size)
+{
+    if (range->min_ns == 0)
+        snprintf(buf, size, "n/a");
+    else if (range->min_ns == range->max_ns)
+        snprintf(buf, size, "%.0f", range->min_ns);
+    else
+        snprintf(buf, size, "%.0f-%.0f", range->min_ns, range->max_ns);
+    return buf;
 }
