@@ -103,10 +103,11 @@ for block in 16384 4096; do
             for kind in $order; do
                 run_one "$kind" "$conns" "$block" "$secs"
                 read -r mib u k s c <<<"$res"
-                printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$block" "$conns" "$run" \
-                    "$kind" "$mib" "$u" "$k" "$s" "$c" >>"$raw"
+                probe=$(c2c_ns)
+                printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$block" "$conns" "$run" \
+                    "$kind" "$mib" "$u" "$k" "$s" "$c" "$probe" >>"$raw"
                 echo "  block=$block conns=$conns run=$run $kind: $mib MiB/s (user $u%," \
-                    "sys $k%, softirq $s%; $c ms CPU/GiB; c2c $(c2c_ns) ns)" >&2
+                    "sys $k%, softirq $s%; $c ms CPU/GiB; c2c $probe ns)" >&2
             done
         done
     done
@@ -126,10 +127,11 @@ function sort3(a, n,   i, j, t) { for (i = 2; i <= n; i++) for (j = i; j > 1 && 
 function med(a, n) { sort3(a, n); return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2 }
 $5 + 0 <= 0 { failed++; next }
 { key = $1 SUBSEP $2; v[key, $4, $3] = $5; cu[key, $4, $3] = $6; ck[key, $4, $3] = $7; cs[key, $4, $3] = $8; cg[key, $4, $3] = $9
+  if ($10 ~ /^[0-9]+$/) { if (!(key in pmin) || $10 + 0 < pmin[key]) pmin[key] = $10 + 0; if (!(key in pmax) || $10 + 0 > pmax[key]) pmax[key] = $10 + 0 }
   if (!(key in seen)) { seen[key] = 1; order[++nk] = key } }
 END {
-  printf "| block | conns | netlib MiB/s | libevent MiB/s | ratio | netlib CPU u/s/si | libevent CPU u/s/si | CPU ms/GiB netlib | CPU ms/GiB libevent |\n"
-  printf "|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n"
+  printf "| block | conns | netlib MiB/s | libevent MiB/s | ratio | netlib CPU u/s/si | libevent CPU u/s/si | CPU ms/GiB netlib | CPU ms/GiB libevent | c2c (ns) |\n"
+  printf "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n"
   for (i = 1; i <= nk; i++) {
     key = order[i]; split(key, kb, SUBSEP)
     line = sprintf("| %d KiB | %d |", kb[1] / 1024, kb[2])
@@ -159,9 +161,12 @@ END {
       if (n == 0) { line = line " n/a |"; continue }
       line = line sprintf(" %d |", med(a1, n))
     }
+    line = line ((key in pmin) ? sprintf(" %d-%d |", pmin[key], pmax[key]) : " n/a |")
     print line
   }
   if (failed) printf "\n%d run(s) failed and are left out (see the messages above)\n", failed
 }' "$raw"
 echo
 echo "ratio = netlib / libevent per run (run-paired), median [min-max]; target >= 1.00"
+echo "c2c = CPU $server_cpu <-> CPU $client_cpu cache-line round trip probed after each run of" \
+    "the cell (bench_c2c), min-max: a cell spanning about 150 and 500 ns ran on two machines"
