@@ -63,7 +63,7 @@ if [ "$mode" = demo ]; then
     echo "pingpong demo: netlib echo server (1 thread, CPU $server_cpu) and netlib client" \
         "(CPU $client_cpu), 100 connections, 16 KiB blocks, 10 s..." >&2
     run_one netlib 100 16384 10
-    read -r mib u k s c <<<"$res"
+    read -r mib u k s c _ <<<"$res"
     [ "$mib" != 0 ] || exit 1
     printf 'pingpong demo: %s MiB/s echoed; server CPU: user %s%%, system %s%%, softirq (CPU %s) %s%%; %s ms of server CPU per GiB\n' \
         "$mib" "$u" "$k" "$server_cpu" "$s" "$c"
@@ -102,12 +102,13 @@ for block in 16384 4096; do
             [ $((run % 2)) = 0 ] && [ "$have_libevent" = 1 ] && order="libevent netlib"
             for kind in $order; do
                 run_one "$kind" "$conns" "$block" "$secs"
-                read -r mib u k s c <<<"$res"
+                read -r mib u k s c d <<<"$res"
                 probe=$(c2c_ns)
-                printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$block" "$conns" "$run" \
-                    "$kind" "$mib" "$u" "$k" "$s" "$c" "$probe" >>"$raw"
+                printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$block" "$conns" "$run" \
+                    "$kind" "$mib" "$u" "$k" "$s" "$c" "$probe" "$d" >>"$raw"
                 echo "  block=$block conns=$conns run=$run $kind: $mib MiB/s (user $u%," \
-                    "sys $k%, softirq $s%; $c ms CPU/GiB; c2c $probe ns)" >&2
+                    "sys $k%, softirq $s%; $c ms CPU/GiB; waited $d ms for CPU $server_cpu;" \
+                    "c2c $probe ns)" >&2
             done
         done
     done
@@ -126,12 +127,12 @@ awk -F'\t' -v runs="$runs" '
 function sort3(a, n,   i, j, t) { for (i = 2; i <= n; i++) for (j = i; j > 1 && a[j-1] > a[j]; j--) { t = a[j]; a[j] = a[j-1]; a[j-1] = t } }
 function med(a, n) { sort3(a, n); return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2 }
 $5 + 0 <= 0 { failed++; next }
-{ key = $1 SUBSEP $2; v[key, $4, $3] = $5; cu[key, $4, $3] = $6; ck[key, $4, $3] = $7; cs[key, $4, $3] = $8; cg[key, $4, $3] = $9
+{ key = $1 SUBSEP $2; v[key, $4, $3] = $5; cu[key, $4, $3] = $6; ck[key, $4, $3] = $7; cs[key, $4, $3] = $8; cg[key, $4, $3] = $9; dw[key, $4, $3] = $11
   if ($10 ~ /^[0-9]+$/) { if (!(key in pmin) || $10 + 0 < pmin[key]) pmin[key] = $10 + 0; if (!(key in pmax) || $10 + 0 > pmax[key]) pmax[key] = $10 + 0 }
   if (!(key in seen)) { seen[key] = 1; order[++nk] = key } }
 END {
-  printf "| block | conns | netlib MiB/s | libevent MiB/s | ratio | netlib CPU u/s/si | libevent CPU u/s/si | CPU ms/GiB netlib | CPU ms/GiB libevent | c2c (ns) |\n"
-  printf "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n"
+  printf "| block | conns | netlib MiB/s | libevent MiB/s | ratio | netlib CPU u/s/si | libevent CPU u/s/si | CPU ms/GiB netlib | CPU ms/GiB libevent | waited ms netlib / libevent | c2c (ns) |\n"
+  printf "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n"
   for (i = 1; i <= nk; i++) {
     key = order[i]; split(key, kb, SUBSEP)
     line = sprintf("| %d KiB | %d |", kb[1] / 1024, kb[2])
@@ -161,6 +162,14 @@ END {
       if (n == 0) { line = line " n/a |"; continue }
       line = line sprintf(" %d |", med(a1, n))
     }
+    wl = ""
+    for (si = 1; si <= 2; si++) {
+      kind = si == 1 ? "netlib" : "libevent"
+      wmax = -1
+      for (r = 1; r <= runs; r++) if ((key, kind, r) in v && dw[key, kind, r] + 0 > wmax) wmax = dw[key, kind, r] + 0
+      wl = wl (si == 2 ? " / " : "") (wmax < 0 ? "n/a" : sprintf("%d", wmax))
+    }
+    line = line " " wl " |"
     line = line ((key in pmin) ? sprintf(" %d-%d |", pmin[key], pmax[key]) : " n/a |")
     print line
   }
@@ -168,5 +177,7 @@ END {
 }' "$raw"
 echo
 echo "ratio = netlib / libevent per run (run-paired), median [min-max]; target >= 1.00"
+echo "waited = the longest time, over the cell's runs, that the server was runnable but CPU" \
+    "$server_cpu was busy with other work (schedstat)"
 echo "c2c = CPU $server_cpu <-> CPU $client_cpu cache-line round trip probed after each run of" \
     "the cell (bench_c2c), min-max: a cell spanning about 150 and 500 ns ran on two machines"

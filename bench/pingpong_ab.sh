@@ -42,7 +42,7 @@ trap 'cleanup; rm -rf "$tmpdir"' EXIT
 one_run() {
     run_one "$1" "$2" "$3" "$secs"
     local m cpu
-    read -r m _ _ _ cpu <<<"$res"
+    read -r m _ _ _ cpu _ <<<"$res"
     [ "$m" != 0 ] || exit 1
     res="$m $cpu"
 }
