@@ -72,15 +72,22 @@ static uint64_t client_rand(nl_client_t *cl)
     return x * 0x2545F4914F6CDD1Dull;
 }
 
+/* Uniform in [0, cap]; cap may be UINT64_MAX (cap + 1 would wrap to 0). */
+static uint64_t client_rand_upto(nl_client_t *cl, uint64_t cap)
+{
+    uint64_t r = client_rand(cl);
+    return cap == UINT64_MAX ? r : r % (cap + 1);
+}
+
 /* The delay after the attempts-th consecutive failure (see the top of the file). */
 static uint64_t client_backoff_ms(nl_client_t *cl)
 {
     uint64_t cap = cl->retry_initial_ms;
     for (int i = 1; i < cl->attempts && cap < cl->retry_max_ms; i++)
-        cap *= 2;
+        cap = cap > cl->retry_max_ms / 2 ? cl->retry_max_ms : cap * 2;
     if (cap > cl->retry_max_ms)
         cap = cl->retry_max_ms;
-    return client_rand(cl) % (cap + 1);
+    return client_rand_upto(cl, cap);
 }
 
 static void client_drop_socket(nl_client_t *cl)
@@ -238,7 +245,7 @@ void nl__client_conn_finished(nl_client_t *cl, nl_conn_t *c)
     if (cl->is_reconnect) {
         cl->attempts = 0;
         cl->state = CL_BACKOFF;
-        nl_timer_start(cl->timer, client_rand(cl) % (cl->retry_initial_ms + 1), 0);
+        nl_timer_start(cl->timer, client_rand_upto(cl, cl->retry_initial_ms), 0);
     }
 }
 

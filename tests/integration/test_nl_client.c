@@ -462,6 +462,20 @@ static bool connected_thrice(env_t *e)
     return e->connects == 3 && e->closes == 3 && e->srv_closes == 3;
 }
 
+/* A back-off bound of UINT64_MAX ("no cap") must not crash: the delay draw is
+ * rand % (cap + 1), and cap + 1 wrapped to 0 (division by zero, SIGFPE). */
+static void test_nl_client_backoff_uint64_max(void **state)
+{
+    env_t *e = *state;
+    env_refusing_port(e);
+    nl_client_opts_t o = {.retry_initial_ms = UINT64_MAX, .max_attempts = 2};
+    env_client(e, &o);
+    env_run_until(e, retried_once);
+    assert_int_equal(e->retries[0].status, -ECONNREFUSED);
+    nl_client_close(e->cl);
+    env_run_for(e, 10);
+}
+
 static void test_nl_client_reconnect_after_server_close(void **state)
 {
     env_t *e = *state;
@@ -636,6 +650,7 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_nl_client_close_inside_on_retry, setup, teardown),
         cmocka_unit_test_setup_teardown(test_nl_client_max_attempts, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_nl_client_backoff_uint64_max, setup, teardown),
         cmocka_unit_test_setup_teardown(test_nl_client_reconnect_after_server_close, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_nl_client_source_address, setup, teardown),
