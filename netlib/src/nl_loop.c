@@ -576,13 +576,22 @@ int nl_loop_run_once(nl_loop_t *loop, int timeout_ms)
 
 void nl_loop_stop(nl_loop_t *loop)
 {
-    __atomic_store_n(&loop->stop_requested, 1, __ATOMIC_RELEASE);
-    /* From inside the loop the flag is seen at the end of this iteration; otherwise ring. */
-    if (tls_loop != loop) {
-        __atomic_add_fetch(&loop->wakeups, 1, __ATOMIC_RELAXED);
-        int err = nl__poll_wake(loop->wake_fd);
-        NL_ASSERT(err == 0);
+    /* From inside the loop the flag is seen at the end of this iteration. */
+    if (tls_loop == loop) {
+        __atomic_store_n(&loop->stop_requested, 1, __ATOMIC_RELEASE);
+        return;
     }
+    /* Otherwise set it and ring under post_lock, as nl_loop_post rings: a loop that sees the
+     * flag may return from its run and be freed at once, and nl_loop_free takes this lock
+     * before it closes the wake descriptor, so it waits until this stopper is done with it.
+     * Setting the flag first and reading wake_fd outside the lock raced with that free
+     * (nl_loop_thread_stop's fallback when its post fails). */
+    pthread_mutex_lock(&loop->post_lock);
+    __atomic_store_n(&loop->stop_requested, 1, __ATOMIC_RELEASE);
+    __atomic_add_fetch(&loop->wakeups, 1, __ATOMIC_RELAXED);
+    int err = nl__poll_wake(loop->wake_fd);
+    NL_ASSERT(err == 0);
+    pthread_mutex_unlock(&loop->post_lock);
 }
 
 int nl_loop_id(const nl_loop_t *loop)

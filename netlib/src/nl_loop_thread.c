@@ -77,9 +77,13 @@ static void *thread_main(void *arg)
     thread_setup(t);
     nl_loop_t *loop;
     int err = nl_loop_new(&loop, &t->opts.loop);
-    if (err == 0)
-        err = nl_loop_post(loop, thread_on_running, t);
     if (err < 0) {
+        thread_signal_started(t, NULL, err);
+        return NULL;
+    }
+    err = nl_loop_post(loop, thread_on_running, t);
+    if (err < 0) {
+        (void)nl_loop_free(loop); /* nothing ran on it yet, so nothing can hold it */
         thread_signal_started(t, NULL, err);
         return NULL;
     }
