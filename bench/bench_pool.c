@@ -625,8 +625,8 @@ static void print_c2c(const char *when)
     c2c_range_t c2c = {0, 0};
     char buf[32];
     c2c_probe_into(&c2c, 0, 1, 100000);
-    printf("cache-line round trip CPU 0 <-> CPU 1 at the %s: %s ns\n%s", when,
-           c2c_range_str(&c2c, buf, sizeof(buf)), strcmp(when, "start") == 0 ? "\n" : "");
+    printf("cache-line round trip CPU 0 <-> CPU 1 at the %s: %s ns\n", when,
+           c2c_range_str(&c2c, buf, sizeof(buf)));
 }
 
 int main(int argc, char **argv)
@@ -649,6 +649,7 @@ int main(int argc, char **argv)
     }
     /* The figure that moves this VM's results most between runs: printed at both ends. */
     print_c2c("start");
+    printf("\n");
     print_saturation(&a);
     print_paced(&a);
     printf("\n");

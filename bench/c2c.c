@@ -115,17 +115,6 @@ double c2c_round_trip_ns(int cpu_a, int cpu_b, int trips)
     return c.result_ns;
 }
 
-void c2c_probe_into(c2c_range_t *range, int cpu_a, int cpu_b, int trips)
-{
-    double ns = c2c_round_trip_ns(cpu_a, cpu_b, trips);
-    if (ns < 0)
-        return;
-    if (range->min_ns == 0 || ns < range->min_ns)
-        range->min_ns = ns;
-    if (ns > range->max_ns)
-        range->max_ns = ns;
-}
-
 void c2c_range_merge(c2c_range_t *range, const c2c_range_t *other)
 {
     if (other->min_ns == 0)
@@ -134,6 +123,13 @@ void c2c_range_merge(c2c_range_t *range, const c2c_range_t *other)
         range->min_ns = other->min_ns;
     if (other->max_ns > range->max_ns)
         range->max_ns = other->max_ns;
+}
+
+void c2c_probe_into(c2c_range_t *range, int cpu_a, int cpu_b, int trips)
+{
+    double ns = c2c_round_trip_ns(cpu_a, cpu_b, trips);
+    if (ns > 0)
+        c2c_range_merge(range, &(c2c_range_t){ns, ns});
 }
 
 const char *c2c_range_str(const c2c_range_t *range, char *buf, size_t size)

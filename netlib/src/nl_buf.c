@@ -75,17 +75,19 @@ static size_t buf_room(const nl_buf_t *b)
     return used >= b->max_bytes ? 0 : b->max_bytes - used;
 }
 
-/* The capacity to allocate so that need bytes (prepend reserve included) fit. */
-static size_t buf_next_cap(const nl_buf_t *b, size_t need)
+/* The capacity to allocate so that need bytes (prepend reserve included) fit. A first
+ * allocation is at least one granule and a whole number of them. */
+static size_t buf_next_cap(const nl_buf_t *b, size_t need, size_t granule)
 {
     size_t cap;
     if (b->cap == 0) {
-        /* First use: what is asked for, rounded up to NL_BUF_INITIAL, so a 16 KiB message
-         * read from the spill allocates 16 KiB rather than 16 KiB doubled from 1 KiB. */
+        /* First use: what is asked for, rounded up to the granule (NL_BUF_INITIAL for
+         * ensure_writable), so a 16 KiB message read from the spill allocates 16 KiB rather
+         * than 16 KiB doubled from 1 KiB. */
         size_t body = need - NL_BUF_PREPEND;
-        if (body < NL_BUF_INITIAL)
-            body = NL_BUF_INITIAL;
-        body = (body + NL_BUF_INITIAL - 1) / NL_BUF_INITIAL * NL_BUF_INITIAL;
+        if (body < granule)
+            body = granule;
+        body = (body + granule - 1) / granule * granule;
         cap = NL_BUF_PREPEND + body;
     } else {
         cap = b->cap;
@@ -96,9 +98,9 @@ static size_t buf_next_cap(const nl_buf_t *b, size_t need)
 }
 
 /* Grows the storage to hold need bytes; the readable bytes end up at the prepend mark. */
-static int buf_grow(nl_buf_t *b, size_t need)
+static int buf_grow(nl_buf_t *b, size_t need, size_t granule)
 {
-    size_t cap = buf_next_cap(b, need);
+    size_t cap = buf_next_cap(b, need, granule);
     size_t len = nl_buf_readable(b);
     char *p;
     if (b->rd == NL_BUF_PREPEND || len == 0) {
@@ -123,7 +125,8 @@ static int buf_grow(nl_buf_t *b, size_t need)
     return 0;
 }
 
-int nl_buf_ensure_writable(nl_buf_t *b, size_t n)
+/* nl_buf_ensure_writable, with granule as the rounding of a first allocation. */
+static int buf_make_room(nl_buf_t *b, size_t n, size_t granule)
 {
     if (nl_buf_writable(b) >= n && b->data != NULL)
         return 0;
@@ -138,26 +141,17 @@ int nl_buf_ensure_writable(nl_buf_t *b, size_t n)
         b->wr = (uint32_t)(NL_BUF_PREPEND + len);
         return 0;
     }
-    return buf_grow(b, NL_BUF_PREPEND + len + n);
+    return buf_grow(b, NL_BUF_PREPEND + len + n, granule);
+}
+
+int nl_buf_ensure_writable(nl_buf_t *b, size_t n)
+{
+    return buf_make_room(b, n, NL_BUF_INITIAL);
 }
 
 int nl_buf_reserve(nl_buf_t *b, size_t n)
 {
-    if (b->data != NULL)
-        return nl_buf_ensure_writable(b, n);
-    if (n > buf_room(b))
-        return -ENOBUFS;
-    size_t cap =
-        NL_BUF_PREPEND + (n + NL_BUF_SMALL_ROUND - 1) / NL_BUF_SMALL_ROUND * NL_BUF_SMALL_ROUND;
-    if (cap > b->max_bytes)
-        cap = b->max_bytes;
-    b->data = malloc(cap);
-    if (b->data == NULL)
-        return -ENOMEM;
-    b->cap = (uint32_t)cap;
-    b->rd = NL_BUF_PREPEND;
-    b->wr = NL_BUF_PREPEND;
-    return 0;
+    return buf_make_room(b, n, NL_BUF_SMALL_ROUND);
 }
 
 int nl_buf_append(nl_buf_t *b, const void *data, size_t len)
