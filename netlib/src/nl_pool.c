@@ -147,8 +147,12 @@ bool nl__pool_ring_pop(nl_pool_t *pool, pool_job_t *out)
         uint64_t seq = atomic_load_explicit(&slot->seq, memory_order_acquire);
         int64_t dif = (int64_t)(seq - (2 * pos + 1));
         if (dif == 0) {
+            /* seq_cst, not relaxed: then a parking worker's ring_peek, after its seq_cst
+             * fence, reads this claim or a later one (C11 7.17.3's fence rule). A relaxed
+             * claim allows it an older deq_pos, a freed slot there, and sleep past a
+             * published task. x86's locked CAS is a full barrier either way: same code. */
             if (atomic_compare_exchange_weak_explicit(&pool->deq_pos, &pos, pos + 1,
-                                                      memory_order_relaxed, memory_order_relaxed))
+                                                      memory_order_seq_cst, memory_order_relaxed))
                 break;
         } else if (dif < 0) {
             return false;
