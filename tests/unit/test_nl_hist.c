@@ -1,7 +1,8 @@
 /*
  * test_nl_hist: the log-linear histogram: exact small values, bucket boundaries, percentile
  * accuracy against a sorted reference on random data of several shapes, merge, the
- * single-writer variant, reset, and exact totals with several threads recording at once.
+ * single-writer variant, reset, percentiles clamped to [min, max], and exact totals with several
+ * threads recording at once.
  */
 #include <pthread.h>
 #include <setjmp.h>
@@ -271,6 +272,23 @@ static void test_nl_hist_reset(void **state)
     assert_int_equal(s.sum, 300);
 }
 
+/* A percentile is the middle of its bucket, clamped to [min, max]: a lone value comes back
+ * exact, though its bucket's middle lies above or below it. */
+static void test_nl_hist_percentile_clamped_to_min_max(void **state)
+{
+    nl_hist_t *h = *state;
+    nl_hist_record(h, 1000); /* bucket [992, 1023], middle 1007 */
+    assert_int_equal(nl_hist_percentile(h, 50.0), 1000);
+    assert_int_equal(nl_hist_percentile(h, 99.9), 1000);
+    nl_hist_reset(h);
+    nl_hist_record(h, 1022); /* same bucket, above its middle */
+    assert_int_equal(nl_hist_percentile(h, 50.0), 1022);
+    nl_hist_summary_t s;
+    nl_hist_summarize(h, &s);
+    assert_int_equal(s.p50, 1022);
+    assert_int_equal(s.p999, 1022);
+}
+
 enum { REC_THREADS = 4, REC_PER_THREAD = 200000 };
 
 typedef struct rec_arg_s {
@@ -338,6 +356,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_nl_hist_local_matches_atomic, setup_hist,
                                         teardown_hist),
         cmocka_unit_test_setup_teardown(test_nl_hist_reset, setup_hist, teardown_hist),
+        cmocka_unit_test_setup_teardown(test_nl_hist_percentile_clamped_to_min_max, setup_hist,
+                                        teardown_hist),
         cmocka_unit_test_setup_teardown(test_nl_hist_concurrent_record, setup_hist, teardown_hist),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

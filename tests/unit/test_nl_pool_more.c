@@ -1,0 +1,431 @@
+/*
+ * test_nl_pool_more: pool behaviour test_nl_pool.c (at its size limit) leaves open, each found
+ * by a mutant that passed it: the caller-runs policy still hands the task's done on, the
+ * wait and run histograms each hold their own figure, a burst worker stays for its keep-alive,
+ * and a NL_POOL_WAIT submitter learns of shutdown at once (and is not counted as rejected).
+ *
+ * Workers are held with a gate (a mutex + condition the test opens), never with sleeps; waits
+ * on pool figures poll them from a loop timer under a deadline. The one timed pause holds a
+ * task in the gate for a known time, so that the histograms have a duration to tell apart.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <sched.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "netlib/nl_loop.h"
+#include "netlib/nl_pool.h"
+#include "netlib/nl_timer.h"
+
+/* A broken test fails on this instead of hanging (the ctest TIMEOUT is the last resort). */
+#define DEADLINE_MS 30000
+
+typedef struct fixture_s {
+    nl_loop_t *loop;
+} fixture_t;
+
+static int setup(void **state)
+{
+    fixture_t *f = calloc(1, sizeof(*f));
+    if (!f || nl_loop_new(&f->loop, NULL) != 0)
+        return -1;
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    fixture_t *f = *state;
+    assert_int_equal(nl_loop_free(f->loop), 0);
+    free(f);
+    return 0;
+}
+
+/* --- gate: tasks held inside until the test opens it -------------------------------------- */
+
+typedef struct gate_s {
+    pthread_mutex_t mu;
+    pthread_cond_t cv; /* on CLOCK_MONOTONIC */
+    int entered;
+    int left;
+    bool is_open;
+} gate_t;
+
+static void gate_init(gate_t *g)
+{
+    pthread_condattr_t a;
+    pthread_condattr_init(&a);
+    pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+    *g = (gate_t){.entered = 0};
+    pthread_mutex_init(&g->mu, NULL);
+    pthread_cond_init(&g->cv, &a);
+    pthread_condattr_destroy(&a);
+}
+
+static void gate_deinit(gate_t *g)
+{
+    pthread_cond_destroy(&g->cv);
+    pthread_mutex_destroy(&g->mu);
+}
+
+static int gate_work(void *arg)
+{
+    gate_t *g = arg;
+    pthread_mutex_lock(&g->mu);
+    g->entered++;
+    pthread_cond_broadcast(&g->cv);
+    while (!g->is_open)
+        pthread_cond_wait(&g->cv, &g->mu);
+    g->left++;
+    pthread_cond_broadcast(&g->cv);
+    pthread_mutex_unlock(&g->mu);
+    return 0;
+}
+
+/* Waits until *field reaches n (bounded by DEADLINE_MS) and asserts it did. */
+static void gate_wait(gate_t *g, const int *field, int n)
+{
+    struct timespec deadline;
+    clock_gettime(CLOCK_MONOTONIC, &deadline);
+    deadline.tv_sec += DEADLINE_MS / 1000;
+    pthread_mutex_lock(&g->mu);
+    int rc = 0;
+    while (*field < n && rc == 0)
+        rc = pthread_cond_timedwait(&g->cv, &g->mu, &deadline);
+    int seen = *field;
+    pthread_mutex_unlock(&g->mu);
+    assert_int_equal(seen, n);
+}
+
+static void gate_open(gate_t *g)
+{
+    pthread_mutex_lock(&g->mu);
+    g->is_open = true;
+    pthread_cond_broadcast(&g->cv);
+    pthread_mutex_unlock(&g->mu);
+}
+
+/* --- waiting on the loop: for completions, or for a pool figure ------------------------------ */
+
+/* Runs loop iterations until *count reaches want or the deadline passes. */
+static void run_loop_until(nl_loop_t *loop, const int *count, int want)
+{
+    uint64_t deadline_ms = nl_now_ms() + DEADLINE_MS;
+    while (*count < want && nl_now_ms() < deadline_ms)
+        assert_int_equal(nl_loop_run_once(loop, 100), 0);
+    assert_int_equal(*count, want);
+}
+
+typedef struct stats_poll_s {
+    nl_pool_t *pool;
+    uint32_t want_threads;
+    int is_met;
+} stats_poll_t;
+
+static void on_stats_tick(nl_timer_t *t, void *arg)
+{
+    NL_UNUSED(t);
+    stats_poll_t *p = arg;
+    nl_pool_stats_t s;
+    nl_pool_get_stats(p->pool, &s);
+    p->is_met = s.threads == p->want_threads;
+}
+
+/* Polls the pool's thread count every 2 ms from a loop timer until it is want (bounded). */
+static void wait_for_threads(nl_loop_t *loop, nl_pool_t *pool, uint32_t want)
+{
+    stats_poll_t p = {pool, want, 0};
+    nl_timer_t *t;
+    assert_int_equal(nl_timer_new(&t, loop, on_stats_tick, &p), 0);
+    assert_int_equal(nl_timer_start(t, 2, 2), 0);
+    run_loop_until(loop, &p.is_met, 1);
+    nl_timer_close(t, NULL);
+    assert_int_equal(nl_loop_run_once(loop, 0), 0);
+}
+
+/* --- caller runs ------------------------------------------------------------------------------ */
+
+enum { CR_WORKERS = 1, CR_CAPACITY = 2 };
+
+typedef struct cr_task_s {
+    nl_loop_t *loop; /* where done must run; NULL: on the submitting thread, inline */
+    pthread_t submitter;
+    _Atomic int work_runs;
+    int done_runs;
+    int done_status;
+    bool is_done_on_right_thread;
+} cr_task_t;
+
+static int cr_work(void *arg)
+{
+    atomic_fetch_add(&((cr_task_t *)arg)->work_runs, 1);
+    return -EPERM;
+}
+
+static void cr_done(void *arg, int status)
+{
+    cr_task_t *t = arg;
+    t->done_runs++;
+    t->done_status = status;
+    t->is_done_on_right_thread =
+        t->loop ? nl_loop_is_owner(t->loop) : pthread_equal(t->submitter, pthread_self()) != 0;
+}
+
+static int noop_work(void *arg)
+{
+    NL_UNUSED(arg);
+    return 0;
+}
+
+/* A task run on the caller because the queue is full still gets its done, exactly once, with
+ * its work's status: inline without a loop, posted to its loop with one. */
+static void test_nl_pool_caller_runs_hands_done_on(void **state)
+{
+    fixture_t *f = *state;
+    gate_t gate;
+    gate_init(&gate);
+    nl_pool_t *pool;
+    nl_pool_opts_t o = {.core_threads = CR_WORKERS, .queue_capacity = CR_CAPACITY};
+    assert_int_equal(nl_pool_new(&pool, &o), 0);
+    assert_int_equal(nl_pool_submit(pool, NULL, gate_work, NULL, &gate), 0);
+    gate_wait(&gate, &gate.entered, CR_WORKERS);
+    for (int i = 0; i < CR_CAPACITY; i++)
+        assert_int_equal(nl_pool_submit(pool, NULL, noop_work, NULL, NULL), 0);
+
+    cr_task_t inline_task = {.loop = NULL, .submitter = pthread_self()};
+    nl_pool_task_t t = {
+        .work = cr_work, .done = cr_done, .arg = &inline_task, .policy = NL_POOL_CALLER_RUNS};
+    assert_int_equal(nl_pool_submit_ex(pool, &t), 0);
+    assert_int_equal(atomic_load(&inline_task.work_runs), 1);
+    assert_int_equal(inline_task.done_runs, 1); /* before submit returned */
+    assert_int_equal(inline_task.done_status, -EPERM);
+    assert_true(inline_task.is_done_on_right_thread);
+
+    cr_task_t loop_task = {.loop = f->loop};
+    t.arg = &loop_task;
+    t.loop = f->loop;
+    assert_int_equal(nl_pool_submit_ex(pool, &t), 0);
+    assert_int_equal(atomic_load(&loop_task.work_runs), 1);
+    assert_int_equal(loop_task.done_runs, 0); /* deferred to the loop's post phase */
+    run_loop_until(f->loop, &loop_task.done_runs, 1);
+    assert_int_equal(loop_task.done_status, -EPERM);
+    assert_true(loop_task.is_done_on_right_thread);
+
+    nl_pool_stats_t s;
+    nl_pool_get_stats(pool, &s);
+    assert_int_equal(s.ran_in_caller, 2);
+    assert_int_equal(s.rejected, 0);
+    gate_open(&gate);
+    nl_pool_free(pool);
+    assert_int_equal(nl_loop_run_once(f->loop, 0), 0);
+    assert_int_equal(inline_task.done_runs, 1);
+    assert_int_equal(loop_task.done_runs, 1);
+    gate_deinit(&gate);
+}
+
+/* --- wait and run histograms ------------------------------------------------------------------ */
+
+enum { HG_QUEUED = 4 };
+#define HG_HOLD_NS (20u * 1000000u)
+/* A percentile is the middle of its bucket: up to 1/32 below the value it stands for. */
+#define HG_LOW_NS (HG_HOLD_NS - HG_HOLD_NS / 16)
+
+/* One worker held in the gate for HG_HOLD_NS while HG_QUEUED quick tasks wait behind it: the
+ * waits are mostly long and the runs mostly short, so the two histograms differ at p50. */
+static void test_nl_pool_wait_and_run_histograms_apart(void **state)
+{
+    NL_UNUSED(state);
+    gate_t gate;
+    gate_init(&gate);
+    nl_pool_t *pool;
+    nl_pool_opts_t o = {.core_threads = 1, .queue_capacity = HG_QUEUED};
+    assert_int_equal(nl_pool_new(&pool, &o), 0);
+    assert_int_equal(nl_pool_submit(pool, NULL, gate_work, NULL, &gate), 0);
+    gate_wait(&gate, &gate.entered, 1);
+    for (int i = 0; i < HG_QUEUED; i++)
+        assert_int_equal(nl_pool_submit(pool, NULL, noop_work, NULL, NULL), 0);
+    /* Not synchronisation: the duration the histograms must show. */
+    uint64_t until_ns = nl_now_ns() + HG_HOLD_NS;
+    struct timespec hold = {0, (long)HG_HOLD_NS};
+    while (nl_now_ns() < until_ns)
+        nanosleep(&hold, NULL);
+    gate_open(&gate);
+    assert_int_equal(nl_pool_shutdown(pool, NL_POOL_DRAIN), 0);
+
+    nl_pool_stats_t s;
+    nl_pool_get_stats(pool, &s);
+    assert_int_equal(s.wait_ns.count, 1 + HG_QUEUED);
+    assert_int_equal(s.run_ns.count, 1 + HG_QUEUED);
+    /* Waits: the gate task's is short, the queued tasks' at least HG_HOLD_NS. */
+    assert_true(s.wait_ns.min < HG_LOW_NS);
+    assert_true(s.wait_ns.p50 >= HG_LOW_NS);
+    /* Runs: the gate task's at least HG_HOLD_NS, the queued tasks' short. */
+    assert_true(s.run_ns.max >= HG_HOLD_NS);
+    assert_true(s.run_ns.p50 < HG_LOW_NS);
+
+    nl_hist_t wait_ns;
+    nl_hist_t run_ns;
+    nl_hist_init(&wait_ns);
+    nl_hist_init(&run_ns);
+    nl_pool_merge_hists(pool, &wait_ns, &run_ns);
+    assert_true(nl_hist_percentile(&wait_ns, 50.0) == s.wait_ns.p50);
+    assert_true(nl_hist_percentile(&run_ns, 50.0) == s.run_ns.p50);
+    nl_pool_free(pool);
+    gate_deinit(&gate);
+}
+
+/* --- thread counts over time ------------------------------------------------------------------ */
+
+#define KA_KEEPALIVE_MS 200u
+
+/* A burst worker idle for less than keepalive_ms stays: the retirement that ends its idle
+ * spell comes no sooner than keepalive_ms after its last task ended. */
+static void test_nl_pool_burst_thread_stays_for_keepalive(void **state)
+{
+    fixture_t *f = *state;
+    gate_t gate;
+    gate_init(&gate);
+    nl_pool_t *pool;
+    nl_pool_opts_t o = {
+        .core_threads = 1, .max_threads = 2, .keepalive_ms = KA_KEEPALIVE_MS, .queue_capacity = 4};
+    assert_int_equal(nl_pool_new(&pool, &o), 0);
+    for (int i = 1; i <= 2; i++) {
+        assert_int_equal(nl_pool_submit(pool, NULL, gate_work, NULL, &gate), 0);
+        gate_wait(&gate, &gate.entered, i);
+    }
+    nl_pool_stats_t s;
+    nl_pool_get_stats(pool, &s);
+    assert_int_equal(s.threads, 2);
+    uint64_t opened_ns = nl_now_ns(); /* neither worker can be idle before this */
+    gate_open(&gate);
+    wait_for_threads(f->loop, pool, 1);
+    uint64_t idle_ns = nl_now_ns() - opened_ns;
+    nl_pool_get_stats(pool, &s);
+    assert_int_equal(s.threads_retired, 1);
+    assert_int_equal(s.threads_started, 2);
+    if (idle_ns < (uint64_t)KA_KEEPALIVE_MS * 1000000u)
+        fail_msg("a worker retired after %llu us idle, keepalive %u ms",
+                 (unsigned long long)(idle_ns / 1000u), KA_KEEPALIVE_MS);
+    nl_pool_free(pool);
+    gate_deinit(&gate);
+}
+
+typedef struct opener_arg_s {
+    nl_pool_t *pool;
+    nl_pool_shutdown_mode_t mode;
+} opener_arg_t;
+
+static void *shutdown_thread(void *arg)
+{
+    opener_arg_t *a = arg;
+    nl_pool_shutdown(a->pool, a->mode);
+    return NULL;
+}
+
+/* --- NL_POOL_WAIT and shutdown ----------------------------------------------------------- */
+
+enum { WS_TIMEOUT_MS = 5000 };
+
+typedef struct ws_s {
+    nl_pool_t *pool;
+    _Atomic pid_t tid; /* 0 until the waiter is about to submit */
+    int rc;
+} ws_t;
+
+static void *ws_submit(void *arg)
+{
+    ws_t *w = arg;
+    nl_pool_task_t t = {
+        .work = noop_work, .policy = NL_POOL_WAIT, .wait_timeout_ms = WS_TIMEOUT_MS};
+    atomic_store(&w->tid, (pid_t)syscall(SYS_gettid));
+    w->rc = nl_pool_submit_ex(w->pool, &t);
+    return NULL;
+}
+
+/* True when thread tid of this process is asleep (state S in /proc). */
+static bool is_thread_asleep(pid_t tid)
+{
+    char path[64];
+    char buf[256];
+    snprintf(path, sizeof(path), "/proc/self/task/%d/stat", (int)tid);
+    int fd = open(path, O_RDONLY);
+    if (fd < 0)
+        return false;
+    ssize_t n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    if (n <= 0)
+        return false;
+    buf[n] = '\0';
+    const char *paren = strrchr(buf, ')'); /* the name may hold spaces and parentheses */
+    return paren && paren[1] == ' ' && paren[2] == 'S';
+}
+
+/* A submitter waiting for room in a full queue gives up with -ESHUTDOWN as soon as shutdown
+ * begins, not at its deadline. The shutdown drains, so nothing frees a slot to wake it: the gate
+ * holding the only worker opens only once the submitter has returned. */
+static void test_nl_pool_wait_submitter_sees_shutdown(void **state)
+{
+    NL_UNUSED(state);
+    gate_t gate;
+    gate_init(&gate);
+    nl_pool_t *pool;
+    nl_pool_opts_t o = {.core_threads = 1, .queue_capacity = 2};
+    assert_int_equal(nl_pool_new(&pool, &o), 0);
+    assert_int_equal(nl_pool_submit(pool, NULL, gate_work, NULL, &gate), 0);
+    gate_wait(&gate, &gate.entered, 1);
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(nl_pool_submit(pool, NULL, noop_work, NULL, NULL), 0);
+    ws_t w = {.pool = pool, .rc = 1};
+    atomic_init(&w.tid, 0);
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, ws_submit, &w), 0);
+    /* Await the waiter asleep inside the submit (nothing frees a slot meanwhile). */
+    uint64_t deadline_ms = nl_now_ms() + DEADLINE_MS;
+    while ((atomic_load(&w.tid) == 0 || !is_thread_asleep(atomic_load(&w.tid))) &&
+           nl_now_ms() < deadline_ms)
+        sched_yield();
+    assert_true(is_thread_asleep(atomic_load(&w.tid)));
+
+    /* Shut down from a helper: it blocks joining the gated worker. */
+    opener_arg_t sd = {pool, NL_POOL_DRAIN};
+    pthread_t sd_th;
+    assert_int_equal(pthread_create(&sd_th, NULL, shutdown_thread, &sd), 0);
+    uint64_t t0_ms = nl_now_ms();
+    assert_int_equal(pthread_join(th, NULL), 0);
+    assert_int_equal(w.rc, -ESHUTDOWN);
+    assert_true(nl_now_ms() - t0_ms < WS_TIMEOUT_MS);
+    gate_open(&gate);
+    assert_int_equal(pthread_join(sd_th, NULL), 0);
+    nl_pool_stats_t s;
+    nl_pool_get_stats(pool, &s);
+    assert_int_equal(s.rejected, 0);
+    assert_int_equal(s.completed, 3);
+    nl_pool_free(pool);
+    gate_deinit(&gate);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_nl_pool_caller_runs_hands_done_on, setup, teardown),
+        cmocka_unit_test(test_nl_pool_wait_and_run_histograms_apart),
+        cmocka_unit_test_setup_teardown(test_nl_pool_burst_thread_stays_for_keepalive, setup,
+                                        teardown),
+        cmocka_unit_test(test_nl_pool_wait_submitter_sees_shutdown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
