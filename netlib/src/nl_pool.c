@@ -18,7 +18,9 @@
  *   parked, none spins and no wake-up is on its way: no system call per submit when busy.
  *   Lost wake-ups are ruled out Dekker-style: the producer publishes (seq_cst exchange) then
  *   loads parked; the worker increments parked, fences, re-checks the ring; one sees the other.
- *   NL_POOL_WAIT submitters wait the same way on full_waiters/full_epoch.
+ *   NL_POOL_WAIT submitters wait the same way on full_waiters/full_epoch. The whole
+ *   protocol is modelled step by step in tests/model/pool_model.py, which ctest runs: a change
+ *   here needs the same change there.
  *
  * - Counters live where they are written: enq_pos is the submitted count; per-worker counts
  *   and histograms are written by their worker only (nl_hist_record_local) and summed by
