@@ -3,7 +3,8 @@
  * on_write_complete owed by a send the kernel took whole, and a send the kernel took only part
  * of, whose remainder must wait for the socket (NL_WRITE) and go out in order, with
  * on_write_complete only once the output drained. The other suites never saw a direct write
- * cut short by a peer that then reads, nor looked at when on_write_complete runs.
+ * cut short by a peer that then reads, nor looked at when on_write_complete runs. Also: a
+ * connection closed by another's callback while its own event waits later in the same batch.
  *
  * Server and client share the main loop (no IO threads), so the order in which callbacks run
  * is the loop's own. Nothing sleeps: each test runs the main loop until a predicate holds,
@@ -245,6 +246,137 @@ static void test_nl_conn_peer_eof_drains_output(void **state)
     free(big);
 }
 
+/* --- a connection closed by another's callback, its event in the same batch ------------------ */
+
+/* Reason the first message gives the connection it closes. */
+#define XC_REASON (-ECONNABORTED)
+
+typedef struct xc_s xc_t;
+
+typedef struct xc_cli_s {
+    xc_t *t;
+    nl_conn_t *c; /* while connected */
+} xc_cli_t;
+
+struct xc_s {
+    xc_cli_t cli[2];
+    int clients_up;
+    int clients_closed;
+    nl_conn_t *srv[2]; /* the server sides, in accept order */
+    nl_conn_t *victim; /* the server side the first message closed */
+    int srv_msgs;      /* on_message calls on server sides */
+    int victim_msgs;   /* of which on the victim, after it was closed: must stay 0 */
+    int srv_closes;
+    int victim_closes;
+    int victim_reason;
+};
+
+static void xc_srv_connected(nl_conn_t *c)
+{
+    xc_t *t = ((test_env_t *)nl_conn_ctx(c))->test;
+    t->srv[t->srv[0] ? 1 : 0] = c;
+}
+
+/* The first message on either server side closes the other, whose bytes came in the same
+ * epoll_wait: its event is later in this iteration's batch and must be dropped, not handed to
+ * on_message on a closed connection. */
+static void xc_srv_message(nl_conn_t *c, nl_buf_t *in)
+{
+    xc_t *t = ((test_env_t *)nl_conn_ctx(c))->test;
+    nl_buf_retrieve_all(in);
+    t->srv_msgs++;
+    if (c == t->victim) {
+        t->victim_msgs++;
+    } else if (!t->victim) {
+        t->victim = c == t->srv[0] ? t->srv[1] : t->srv[0];
+        nl_conn_close(t->victim, XC_REASON);
+    }
+}
+
+static void xc_srv_close(nl_conn_t *c, int reason)
+{
+    xc_t *t = ((test_env_t *)nl_conn_ctx(c))->test;
+    t->srv_closes++;
+    if (c == t->victim) {
+        t->victim_closes++;
+        t->victim_reason = reason;
+    }
+}
+
+static const nl_conn_cbs_t xc_srv_cbs = {
+    .on_connected = xc_srv_connected,
+    .on_message = xc_srv_message,
+    .on_close = xc_srv_close,
+};
+
+static void xc_cli_connected(nl_conn_t *c)
+{
+    xc_cli_t *k = nl_conn_ctx(c);
+    k->c = c;
+    k->t->clients_up++;
+}
+
+static void xc_cli_close(nl_conn_t *c, int reason)
+{
+    NL_UNUSED(reason);
+    xc_cli_t *k = nl_conn_ctx(c);
+    k->c = NULL;
+    k->t->clients_closed++;
+    nl_client_close(nl_client_of(c));
+}
+
+static const nl_conn_cbs_t xc_cli_cbs = {
+    .on_connected = xc_cli_connected,
+    .on_close = xc_cli_close,
+};
+
+static bool xc_all_up(test_env_t *e)
+{
+    xc_t *t = e->test;
+    return t->clients_up == 2 && t->srv[1] != NULL;
+}
+
+static bool xc_victim_gone(test_env_t *e)
+{
+    xc_t *t = e->test;
+    return t->victim_closes == 1;
+}
+
+static bool xc_all_closed(test_env_t *e)
+{
+    xc_t *t = e->test;
+    return t->clients_closed == 2 && t->srv_closes == 2;
+}
+
+/* Both clients write before the loop runs again, so the server's next epoll_wait reports both
+ * of its connections readable at once; whichever message is handled first closes the other. */
+static void test_nl_conn_closed_by_another_in_same_batch(void **state)
+{
+    test_env_t *e = *state;
+    xc_t t = {.srv_closes = 0};
+    for (int i = 0; i < 2; i++)
+        t.cli[i].t = &t;
+    e->test = &t;
+    assert_int_equal(nl_timer_start(e->deadline, MORE_DEADLINE_MS, 0), 0);
+    test_env_serve(e, 0, &xc_srv_cbs, 0);
+    for (int i = 0; i < 2; i++)
+        test_env_client(e, &xc_cli_cbs, &t.cli[i]);
+    test_env_run_until(e, xc_all_up);
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(send(nl_conn_fd(t.cli[i].c), "x", 1, MSG_NOSIGNAL), 1);
+    test_env_run_until(e, xc_victim_gone);
+    assert_int_equal(t.victim_msgs, 0);
+    assert_int_equal(t.srv_msgs, 1);
+    assert_int_equal(t.victim_reason, XC_REASON);
+
+    /* The other pair ends with a FIN from its client. */
+    for (int i = 0; i < 2; i++)
+        if (t.cli[i].c)
+            nl_conn_shutdown(t.cli[i].c);
+    test_env_run_until(e, xc_all_closed);
+    assert_int_equal(t.victim_closes, 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -258,6 +390,8 @@ int main(void)
                                         test_env_teardown),
         cmocka_unit_test_setup_teardown(test_nl_conn_peer_eof_drains_output, test_env_setup,
                                         test_env_teardown),
+        cmocka_unit_test_setup_teardown(test_nl_conn_closed_by_another_in_same_batch,
+                                        test_env_setup, test_env_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
