@@ -33,131 +33,7 @@
 #include "netlib/nl_pool.h"
 #include "netlib/nl_timer.h"
 
-/* A broken test fails on this instead of hanging (the ctest TIMEOUT is the last resort). */
-#define DEADLINE_MS 30000
-
-typedef struct fixture_s {
-    nl_loop_t *loop;
-} fixture_t;
-
-static int setup(void **state)
-{
-    fixture_t *f = calloc(1, sizeof(*f));
-    if (!f || nl_loop_new(&f->loop, NULL) != 0)
-        return -1;
-    *state = f;
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    fixture_t *f = *state;
-    assert_int_equal(nl_loop_free(f->loop), 0);
-    free(f);
-    return 0;
-}
-
-/* --- gate: tasks held inside until the test opens it -------------------------------------- */
-
-typedef struct gate_s {
-    pthread_mutex_t mu;
-    pthread_cond_t cv; /* on CLOCK_MONOTONIC */
-    int entered;
-    int left;
-    bool is_open;
-} gate_t;
-
-static void gate_init(gate_t *g)
-{
-    pthread_condattr_t a;
-    pthread_condattr_init(&a);
-    pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
-    *g = (gate_t){.entered = 0};
-    pthread_mutex_init(&g->mu, NULL);
-    pthread_cond_init(&g->cv, &a);
-    pthread_condattr_destroy(&a);
-}
-
-static void gate_deinit(gate_t *g)
-{
-    pthread_cond_destroy(&g->cv);
-    pthread_mutex_destroy(&g->mu);
-}
-
-static int gate_work(void *arg)
-{
-    gate_t *g = arg;
-    pthread_mutex_lock(&g->mu);
-    g->entered++;
-    pthread_cond_broadcast(&g->cv);
-    while (!g->is_open)
-        pthread_cond_wait(&g->cv, &g->mu);
-    g->left++;
-    pthread_cond_broadcast(&g->cv);
-    pthread_mutex_unlock(&g->mu);
-    return 0;
-}
-
-/* Waits until *field reaches n (bounded by DEADLINE_MS) and asserts it did. */
-static void gate_wait(gate_t *g, const int *field, int n)
-{
-    struct timespec deadline;
-    clock_gettime(CLOCK_MONOTONIC, &deadline);
-    deadline.tv_sec += DEADLINE_MS / 1000;
-    pthread_mutex_lock(&g->mu);
-    int rc = 0;
-    while (*field < n && rc == 0)
-        rc = pthread_cond_timedwait(&g->cv, &g->mu, &deadline);
-    int seen = *field;
-    pthread_mutex_unlock(&g->mu);
-    assert_int_equal(seen, n);
-}
-
-static void gate_open(gate_t *g)
-{
-    pthread_mutex_lock(&g->mu);
-    g->is_open = true;
-    pthread_cond_broadcast(&g->cv);
-    pthread_mutex_unlock(&g->mu);
-}
-
-/* --- waiting on the loop: for completions, or for a pool figure ------------------------------ */
-
-/* Runs loop iterations until *count reaches want or the deadline passes. */
-static void run_loop_until(nl_loop_t *loop, const int *count, int want)
-{
-    uint64_t deadline_ms = nl_now_ms() + DEADLINE_MS;
-    while (*count < want && nl_now_ms() < deadline_ms)
-        assert_int_equal(nl_loop_run_once(loop, 100), 0);
-    assert_int_equal(*count, want);
-}
-
-typedef struct stats_poll_s {
-    nl_pool_t *pool;
-    uint32_t want_threads;
-    int is_met;
-} stats_poll_t;
-
-static void on_stats_tick(nl_timer_t *t, void *arg)
-{
-    NL_UNUSED(t);
-    stats_poll_t *p = arg;
-    nl_pool_stats_t s;
-    nl_pool_get_stats(p->pool, &s);
-    p->is_met = s.threads == p->want_threads;
-}
-
-/* Polls the pool's thread count every 2 ms from a loop timer until it is want (bounded). */
-static void wait_for_threads(nl_loop_t *loop, nl_pool_t *pool, uint32_t want)
-{
-    stats_poll_t p = {pool, want, 0};
-    nl_timer_t *t;
-    assert_int_equal(nl_timer_new(&t, loop, on_stats_tick, &p), 0);
-    assert_int_equal(nl_timer_start(t, 2, 2), 0);
-    run_loop_until(loop, &p.is_met, 1);
-    nl_timer_close(t, NULL);
-    assert_int_equal(nl_loop_run_once(loop, 0), 0);
-}
+#include "nl_pool_test_util.h"
 
 /* --- caller runs ------------------------------------------------------------------------------ */
 
@@ -199,12 +75,12 @@ static void test_nl_pool_caller_runs_hands_done_on(void **state)
 {
     fixture_t *f = *state;
     gate_t gate;
-    gate_init(&gate);
+    mon_init(&gate);
     nl_pool_t *pool;
     nl_pool_opts_t o = {.core_threads = CR_WORKERS, .queue_capacity = CR_CAPACITY};
     assert_int_equal(nl_pool_new(&pool, &o), 0);
     assert_int_equal(nl_pool_submit(pool, NULL, gate_work, NULL, &gate), 0);
-    gate_wait(&gate, &gate.entered, CR_WORKERS);
+    gate_wait_entered(&gate, CR_WORKERS);
     for (int i = 0; i < CR_CAPACITY; i++)
         assert_int_equal(nl_pool_submit(pool, NULL, noop_work, NULL, NULL), 0);
 
@@ -236,7 +112,7 @@ static void test_nl_pool_caller_runs_hands_done_on(void **state)
     assert_int_equal(nl_loop_run_once(f->loop, 0), 0);
     assert_int_equal(inline_task.done_runs, 1);
     assert_int_equal(loop_task.done_runs, 1);
-    gate_deinit(&gate);
+    mon_deinit(&gate);
 }
 
 /* --- wait and run histograms ------------------------------------------------------------------ */
@@ -252,12 +128,12 @@ static void test_nl_pool_wait_and_run_histograms_apart(void **state)
 {
     NL_UNUSED(state);
     gate_t gate;
-    gate_init(&gate);
+    mon_init(&gate);
     nl_pool_t *pool;
     nl_pool_opts_t o = {.core_threads = 1, .queue_capacity = HG_QUEUED};
     assert_int_equal(nl_pool_new(&pool, &o), 0);
     assert_int_equal(nl_pool_submit(pool, NULL, gate_work, NULL, &gate), 0);
-    gate_wait(&gate, &gate.entered, 1);
+    gate_wait_entered(&gate, 1);
     for (int i = 0; i < HG_QUEUED; i++)
         assert_int_equal(nl_pool_submit(pool, NULL, noop_work, NULL, NULL), 0);
     /* Not synchronisation: the duration the histograms must show. */
@@ -287,7 +163,7 @@ static void test_nl_pool_wait_and_run_histograms_apart(void **state)
     assert_true(nl_hist_percentile(&wait_ns, 50.0) == s.wait_ns.p50);
     assert_true(nl_hist_percentile(&run_ns, 50.0) == s.run_ns.p50);
     nl_pool_free(pool);
-    gate_deinit(&gate);
+    mon_deinit(&gate);
 }
 
 /* --- thread counts over time ------------------------------------------------------------------ */
@@ -300,14 +176,14 @@ static void test_nl_pool_burst_thread_stays_for_keepalive(void **state)
 {
     fixture_t *f = *state;
     gate_t gate;
-    gate_init(&gate);
+    mon_init(&gate);
     nl_pool_t *pool;
     nl_pool_opts_t o = {
         .core_threads = 1, .max_threads = 2, .keepalive_ms = KA_KEEPALIVE_MS, .queue_capacity = 4};
     assert_int_equal(nl_pool_new(&pool, &o), 0);
     for (int i = 1; i <= 2; i++) {
         assert_int_equal(nl_pool_submit(pool, NULL, gate_work, NULL, &gate), 0);
-        gate_wait(&gate, &gate.entered, i);
+        gate_wait_entered(&gate, i);
     }
     nl_pool_stats_t s;
     nl_pool_get_stats(pool, &s);
@@ -323,7 +199,7 @@ static void test_nl_pool_burst_thread_stays_for_keepalive(void **state)
         fail_msg("a worker retired after %llu us idle, keepalive %u ms",
                  (unsigned long long)(idle_ns / 1000u), KA_KEEPALIVE_MS);
     nl_pool_free(pool);
-    gate_deinit(&gate);
+    mon_deinit(&gate);
 }
 
 /* --- NL_POOL_WAIT and shutdown ----------------------------------------------------------- */
@@ -383,12 +259,12 @@ static void test_nl_pool_wait_submitter_sees_shutdown(void **state)
 {
     NL_UNUSED(state);
     gate_t gate;
-    gate_init(&gate);
+    mon_init(&gate);
     nl_pool_t *pool;
     nl_pool_opts_t o = {.core_threads = 1, .queue_capacity = 2};
     assert_int_equal(nl_pool_new(&pool, &o), 0);
     assert_int_equal(nl_pool_submit(pool, NULL, gate_work, NULL, &gate), 0);
-    gate_wait(&gate, &gate.entered, 1);
+    gate_wait_entered(&gate, 1);
     for (int i = 0; i < 2; i++)
         assert_int_equal(nl_pool_submit(pool, NULL, noop_work, NULL, NULL), 0);
     ws_t w = {.pool = pool, .rc = 1};
@@ -417,7 +293,7 @@ static void test_nl_pool_wait_submitter_sees_shutdown(void **state)
     assert_int_equal(s.rejected, 0);
     assert_int_equal(s.completed, 3);
     nl_pool_free(pool);
-    gate_deinit(&gate);
+    mon_deinit(&gate);
 }
 
 /* --- a submit racing the worker's park ----------------------------------------------------- */
@@ -467,10 +343,11 @@ static void test_nl_pool_no_lost_wakeup_at_park(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_nl_pool_caller_runs_hands_done_on, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_nl_pool_caller_runs_hands_done_on, pool_test_setup,
+                                        pool_test_teardown),
         cmocka_unit_test(test_nl_pool_wait_and_run_histograms_apart),
-        cmocka_unit_test_setup_teardown(test_nl_pool_burst_thread_stays_for_keepalive, setup,
-                                        teardown),
+        cmocka_unit_test_setup_teardown(test_nl_pool_burst_thread_stays_for_keepalive,
+                                        pool_test_setup, pool_test_teardown),
         cmocka_unit_test(test_nl_pool_wait_submitter_sees_shutdown),
         cmocka_unit_test(test_nl_pool_no_lost_wakeup_at_park),
     };
