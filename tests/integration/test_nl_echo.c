@@ -2,8 +2,9 @@
  * test_nl_echo: nl_server, nl_client and nl_conn end to end on loopback: 1,000 concurrent echo
  * clients against a server with two IO loop threads (and with SO_REUSEPORT), blocks and owned
  * bytes interleaved in order, a peer that never reads (high-water mark, hard output cap) and
- * half-close. Closing and nl_conn_send_to are in test_nl_conn_close.c; the shared environment
- * (main loop, deadline, IO threads, server) is nl_test_env.
+ * half-close; accepted connections alternating over the IO loops, and one readiness accepting
+ * every pending connection. Closing and nl_conn_send_to are in test_nl_conn_close.c; the shared
+ * environment (main loop, deadline, IO threads, server) is nl_test_env.
  *
  * The main thread runs one loop that holds the accept side and every client; server
  * connections live on the IO loop threads where a test asks for them, and report back to the
@@ -599,6 +600,123 @@ static void test_nl_echo_urgent_data(void **state)
     test_env_run_until(e, urg_closed);
 }
 
+/* --- accepted connections alternate over the IO loops ------------------------------------ */
+
+#define RR_CLIENTS 6
+
+typedef struct rr_s {
+    uint64_t per_loop[MAX_THREADS]; /* server connections per IO loop, bumped on that loop */
+    size_t accepted;                /* main thread: server connections reported */
+    size_t cli_connected;
+    size_t cli_closed;
+    nl_client_t *cl[RR_CLIENTS];
+} rr_t;
+
+static void rr_note_accepted(void *arg)
+{
+    test_env_t *e = arg;
+    ((rr_t *)e->test)->accepted++;
+}
+
+/* On the IO loop that got the connection. The post orders the count before the main thread's
+ * read of it. */
+static void rr_srv_connected(nl_conn_t *c)
+{
+    test_env_t *e = nl_conn_ctx(c);
+    rr_t *rr = e->test;
+    for (size_t i = 0; i < e->io_count; i++) {
+        if (nl_conn_loop(c) == e->io_loops[i])
+            __atomic_add_fetch(&rr->per_loop[i], 1, __ATOMIC_RELAXED);
+    }
+    if (nl_loop_post(e->loop, rr_note_accepted, e) != 0)
+        abort();
+}
+
+static const nl_conn_cbs_t rr_srv_cbs = {
+    .on_connected = rr_srv_connected,
+    .on_close = test_env_echo_close,
+};
+
+static void rr_cli_connected(nl_conn_t *c)
+{
+    rr_t *rr = nl_conn_ctx(c);
+    rr->cli_connected++;
+}
+
+static void rr_cli_close(nl_conn_t *c, int reason)
+{
+    NL_UNUSED(reason);
+    rr_t *rr = nl_conn_ctx(c);
+    rr->cli_closed++;
+}
+
+static const nl_conn_cbs_t rr_cli_cbs = {
+    .on_connected = rr_cli_connected,
+    .on_close = rr_cli_close,
+};
+
+/* Both ends: a client closed before its connect completed would see no on_close. */
+static bool rr_all_connected(test_env_t *e)
+{
+    const rr_t *rr = e->test;
+    return rr->accepted == RR_CLIENTS && rr->cli_connected == RR_CLIENTS;
+}
+
+static bool rr_all_closed(test_env_t *e)
+{
+    return ((rr_t *)e->test)->cli_closed == RR_CLIENTS && e->srv_closed == RR_CLIENTS;
+}
+
+/* One listener on the main loop hands connections to two IO loops in strict turn. */
+static void test_nl_echo_round_robin_over_io_loops(void **state)
+{
+    test_env_t *e = *state;
+    rr_t rr = {0};
+    e->test = &rr;
+    test_env_serve(e, 2, &rr_srv_cbs, 0);
+    for (size_t i = 0; i < RR_CLIENTS; i++)
+        rr.cl[i] = test_env_client(e, &rr_cli_cbs, &rr);
+    test_env_run_until(e, rr_all_connected);
+    for (size_t i = 0; i < e->io_count; i++)
+        assert_int_equal(__atomic_load_n(&rr.per_loop[i], __ATOMIC_RELAXED), RR_CLIENTS / 2);
+    for (size_t i = 0; i < RR_CLIENTS; i++)
+        nl_client_close(rr.cl[i]);
+    test_env_run_until(e, rr_all_closed);
+}
+
+/* --- one readiness accepts every pending connection -------------------------------------- */
+
+#define BURST_CONNS 8
+
+static bool burst_closed(test_env_t *e)
+{
+    return e->srv_closed == BURST_CONNS;
+}
+
+/* Blocking connects complete in the kernel's accept queue before the loop runs, so a single
+ * iteration sees the listener readable once and must accept them all (until EAGAIN), not one
+ * per readiness. */
+static void test_nl_echo_accepts_burst_in_one_iteration(void **state)
+{
+    test_env_t *e = *state;
+    test_env_serve(e, 0, &test_env_echo_cbs, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(nl_server_port(e->srv))};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    int fds[BURST_CONNS];
+    for (int i = 0; i < BURST_CONNS; i++) {
+        fds[i] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        assert_true(fds[i] >= 0);
+        assert_int_equal(connect(fds[i], (struct sockaddr *)&a, sizeof a), 0);
+    }
+    assert_int_equal(nl_loop_run_once(e->loop, -1), 0);
+    nl_server_stats_t ss;
+    nl_server_get_stats(e->srv, &ss);
+    assert_int_equal(ss.accepted, BURST_CONNS);
+    for (int i = 0; i < BURST_CONNS; i++)
+        close(fds[i]);
+    test_env_run_until(e, burst_closed);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -613,6 +731,10 @@ int main(void)
                                         test_env_teardown),
         cmocka_unit_test_setup_teardown(test_nl_echo_half_close, test_env_setup, test_env_teardown),
         cmocka_unit_test_setup_teardown(test_nl_echo_urgent_data, test_env_setup,
+                                        test_env_teardown),
+        cmocka_unit_test_setup_teardown(test_nl_echo_round_robin_over_io_loops, test_env_setup,
+                                        test_env_teardown),
+        cmocka_unit_test_setup_teardown(test_nl_echo_accepts_burst_in_one_iteration, test_env_setup,
                                         test_env_teardown),
     };
     /* TEST_FILTER=<glob> runs only the matching tests (debugging). */

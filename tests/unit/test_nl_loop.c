@@ -536,11 +536,13 @@ static void test_nl_loop_thread_start_stop(void **state)
 }
 
 static int g_signum;
+static int g_signal_calls;
 
 static void on_signal(nl_signal_t *s, int signum, void *arg)
 {
     NL_UNUSED(arg);
     g_signum = signum;
+    g_signal_calls++;
     nl_signal_close(s);
     nl_signal_close(s); /* idempotent */
 }
@@ -553,10 +555,42 @@ static void test_nl_loop_signal_delivery(void **state)
     nl_signal_t *s;
     assert_int_equal(nl_signal_new(&s, f->loop, sigs, 1, on_signal, NULL), 0);
     g_signum = 0;
+    g_signal_calls = 0;
     assert_int_equal(raise(SIGUSR1), 0);
     while (g_signum == 0)
         assert_int_equal(nl_loop_run_once(f->loop, -1), 0);
     assert_int_equal(g_signum, SIGUSR1);
+    assert_int_equal(g_signal_calls, 1);
+}
+
+static int g_signal_seen[2]; /* SIGUSR1, SIGUSR2 */
+
+static void on_signal_count(nl_signal_t *s, int signum, void *arg)
+{
+    NL_UNUSED(s);
+    NL_UNUSED(arg);
+    assert_true(signum == SIGUSR1 || signum == SIGUSR2);
+    g_signal_seen[signum == SIGUSR2]++;
+}
+
+/* Two signals pending before the loop looks: one drain delivers each, once. */
+static void test_nl_loop_signal_each_once(void **state)
+{
+    fixture_t *f = *state;
+    int sigs[] = {SIGUSR1, SIGUSR2};
+    assert_int_equal(nl_signal_block(sigs, 2), 0);
+    nl_signal_t *s;
+    assert_int_equal(nl_signal_new(&s, f->loop, sigs, 2, on_signal_count, NULL), 0);
+    memset(g_signal_seen, 0, sizeof(g_signal_seen));
+    assert_int_equal(raise(SIGUSR1), 0);
+    assert_int_equal(raise(SIGUSR2), 0);
+    while (g_signal_seen[0] + g_signal_seen[1] < 2)
+        assert_int_equal(nl_loop_run_once(f->loop, -1), 0);
+    assert_int_equal(nl_loop_run_once(f->loop, 0), 0);
+    assert_int_equal(g_signal_seen[0], 1);
+    assert_int_equal(g_signal_seen[1], 1);
+    nl_signal_close(s);
+    assert_int_equal(nl_loop_run_once(f->loop, 0), 0);
 }
 
 static nl_loop_t *g_second;
@@ -650,6 +684,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_nl_loop_stop_from_other_thread, setup, teardown),
         cmocka_unit_test_setup_teardown(test_nl_loop_thread_start_stop, setup, teardown),
         cmocka_unit_test_setup_teardown(test_nl_loop_signal_delivery, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_nl_loop_signal_each_once, setup, teardown),
         cmocka_unit_test_setup_teardown(test_nl_loop_second_loop_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_nl_loop_owner_assert_aborts, setup, teardown),
     };

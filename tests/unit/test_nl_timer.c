@@ -1,7 +1,8 @@
 /*
  * test_nl_timer: firing order (equal deadlines in start order), repeat, stop/close of a timer
  * due in the same iteration, restart and close inside the callback, zero timeouts firing on
- * the next iteration only, and close with the timer pending.
+ * the next iteration only, close with the timer pending, a repeat re-armed from the firing
+ * time (no catch-up burst after a stall), and heap order after stops from the middle.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -10,6 +11,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <cmocka.h>
 
@@ -331,6 +333,105 @@ static void test_nl_timer_earlier_deadline_rearms(void **state)
     assert_true(nl_loop_now_ms(f->loop) >= 5);
 }
 
+/* A repeating timer is re-armed from the time it fired, not from its old deadline: after a
+ * callback that stalls the loop for many periods it does not fire a burst to catch up, so
+ * consecutive firings are always at least a period apart in loop time. */
+#define STALL_PERIOD_MS 10
+#define STALL_MS 100
+#define STALL_FIRINGS 4
+
+static uint64_t g_stall_fired_ms[STALL_FIRINGS];
+
+static void on_repeat_stall(nl_timer_t *t, void *arg)
+{
+    NL_UNUSED(arg);
+    int n = g_f->fired[0]++;
+    g_stall_fired_ms[n] = nl_loop_now_ms(g_f->loop);
+    if (n == 0) {
+        /* The stall under test (a slow callback), not a wait for an event. */
+        struct timespec ts = {.tv_sec = 0, .tv_nsec = STALL_MS * 1000000L};
+        while (nanosleep(&ts, &ts) != 0)
+            assert_int_equal(errno, EINTR);
+    }
+    if (n + 1 == STALL_FIRINGS) {
+        nl_timer_stop(t);
+        g_f->done = 1;
+    }
+}
+
+static void test_nl_timer_repeat_after_stall_no_burst(void **state)
+{
+    fixture_t *f = *state;
+    new_timers(f, 1, on_repeat_stall);
+    assert_int_equal(nl_timer_start(f->t[0], 1, STALL_PERIOD_MS), 0);
+    run_until_done(f);
+    assert_int_equal(f->fired[0], STALL_FIRINGS);
+    assert_true(g_stall_fired_ms[1] - g_stall_fired_ms[0] >= STALL_MS);
+    for (int i = 1; i < STALL_FIRINGS; i++)
+        assert_true(g_stall_fired_ms[i] - g_stall_fired_ms[i - 1] >= STALL_PERIOD_MS);
+}
+
+/* Stopping timers from the middle of the heap keeps it ordered: the last timer moved into
+ * the hole may have to go up, not only down. Each round starts HEAP_TIMERS timers with the
+ * distinct timeouts (i * mul) % HEAP_TIMERS + 1 and stops every step-th from first; a heap
+ * that only sifts down on removal fires the rest out of order in each of these rounds. */
+#define HEAP_TIMERS 32
+
+typedef struct heap_round_s {
+    int mul;
+    int step;
+    int first;
+} heap_round_t;
+
+static const heap_round_t g_heap_rounds[] = {{7, 2, 0}, {31, 2, 0}, {3, 3, 0}, {31, 3, 0}};
+static nl_timer_t *g_heap_t[HEAP_TIMERS];
+static uint64_t g_heap_order[HEAP_TIMERS]; /* timeouts in firing order */
+static int g_heap_fired;
+static const heap_round_t *g_heap_round;
+
+static uint64_t heap_timeout_ms(int i)
+{
+    return (uint64_t)(i * g_heap_round->mul) % HEAP_TIMERS + 1;
+}
+
+static void on_heap_fire(nl_timer_t *t, void *arg)
+{
+    NL_UNUSED(t);
+    g_heap_order[g_heap_fired++] = heap_timeout_ms((int)(intptr_t)arg);
+}
+
+/* From one callback, so every deadline is the same cached time plus the timeout. */
+static void on_start_then_stop(void *arg)
+{
+    NL_UNUSED(arg);
+    for (int i = 0; i < HEAP_TIMERS; i++)
+        assert_int_equal(nl_timer_start(g_heap_t[i], heap_timeout_ms(i), 0), 0);
+    for (int i = g_heap_round->first; i < HEAP_TIMERS; i += g_heap_round->step)
+        nl_timer_stop(g_heap_t[i]);
+}
+
+static void test_nl_timer_stop_keeps_heap_order(void **state)
+{
+    fixture_t *f = *state;
+    for (int i = 0; i < HEAP_TIMERS; i++)
+        assert_int_equal(nl_timer_new(&g_heap_t[i], f->loop, on_heap_fire, (void *)(intptr_t)i), 0);
+    for (size_t r = 0; r < sizeof(g_heap_rounds) / sizeof(g_heap_rounds[0]); r++) {
+        g_heap_round = &g_heap_rounds[r];
+        g_heap_fired = 0;
+        int stopped =
+            (HEAP_TIMERS - g_heap_round->first + g_heap_round->step - 1) / g_heap_round->step;
+        assert_int_equal(nl_loop_post(f->loop, on_start_then_stop, NULL), 0);
+        while (g_heap_fired < HEAP_TIMERS - stopped)
+            assert_int_equal(nl_loop_run_once(f->loop, -1), 0);
+        for (int i = 1; i < g_heap_fired; i++)
+            assert_true(g_heap_order[i - 1] < g_heap_order[i]);
+    }
+    for (int i = 0; i < HEAP_TIMERS; i++) {
+        assert_false(nl_timer_is_active(g_heap_t[i]));
+        nl_timer_close(g_heap_t[i], NULL);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -345,6 +446,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_nl_timer_zero_restart_once_per_iteration, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_nl_timer_earlier_deadline_rearms, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_nl_timer_repeat_after_stall_no_burst, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_nl_timer_stop_keeps_heap_order, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
