@@ -12,6 +12,9 @@ if(TARGET herald AND TARGET herald-loadgen
     add_test(NAME test_loadgen
              COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/integration/test_loadgen.sh
                      $<TARGET_FILE:herald> $<TARGET_FILE:herald-loadgen>)
+    # The sanitizer options herald_test gives every test, for herald and loadgen alike.
+    set(lg_env "TSAN_OPTIONS=halt_on_error=1 second_deadlock_stack=1"
+               "UBSAN_OPTIONS=print_stacktrace=1 halt_on_error=1" "ASAN_OPTIONS=detect_leaks=1")
     set_tests_properties(test_loadgen PROPERTIES TIMEOUT 120 LABELS "integration;threaded"
-        ENVIRONMENT "UBSAN_OPTIONS=print_stacktrace=1 halt_on_error=1;ASAN_OPTIONS=detect_leaks=1")
+                         ENVIRONMENT "${lg_env}")
 endif()

@@ -22,26 +22,49 @@ loadgen=$2
 py=/usr/bin/python3
 work=$(mktemp -d "${TMPDIR:-/tmp}/test_loadgen.XXXXXX")
 pid=""
+log_pid=""
 
-stop_herald() {
+# Sends SIGTERM and reaps herald, then the copier of its log. Leaves the exit status in st.
+reap_herald() {
+    st=0
     if [ -n "$pid" ]; then
         kill -TERM "$pid" 2>/dev/null || true
-        wait "$pid" 2>/dev/null || true
+        wait "$pid" 2>/dev/null || st=$?
         pid=""
+    fi
+    if [ -n "$log_pid" ]; then
+        wait "$log_pid" 2>/dev/null || true
+        log_pid=""
     fi
 }
 cleanup() {
-    stop_herald
+    reap_herald
     rm -rf "$work"
 }
 trap cleanup EXIT
 
 fail() {
     echo "FAIL: $*" >&2
-    # A sanitizer report is long: show all of loadgen's stderr, the end of herald's log.
-    [ -f "$work/herald.log" ] && { echo "--- herald.log" >&2; tail -20 "$work/herald.log" >&2; }
+    # A sanitizer report is long: show all of loadgen's stderr, and herald's report if it made
+    # one (from its first line), else the end of its log.
+    if [ -f "$work/herald.log" ]; then
+        echo "--- herald.log" >&2
+        if grep -q 'Sanitizer' "$work/herald.log"; then
+            sed -n '/^WARNING: \|^ERROR: \|runtime error/,$p' "$work/herald.log" | head -200 >&2
+        else
+            tail -20 "$work/herald.log" >&2
+        fi
+    fi
     [ -f "$work/run.err" ] && { echo "--- run.err" >&2; head -300 "$work/run.err" >&2; }
     exit 1
+}
+
+# Stops herald and fails unless it exits 0 after SIGTERM: a crash or a sanitizer report
+# (ThreadSanitizer exits 66, at the report or at exit) in herald fails the test, not only one
+# in loadgen.
+stop_herald() {
+    reap_herald
+    [ "$st" -eq 0 ] || fail "herald exited $st after SIGTERM"
 }
 
 # Starts herald with the given flags and reads its listening line through a FIFO: no
@@ -63,6 +86,7 @@ start_herald() {
         fi
     done
     cat <&3 >>"$work/herald.log" &
+    log_pid=$!
     exec 3<&-
     [ -n "$port" ] || fail "herald did not print ev=listening port=N admin_port=M"
 }
