@@ -70,6 +70,7 @@ typedef struct lg_fleet_s {
     uint64_t disconnects_at_start;
     uint64_t failures_at_storm;
     uint64_t storm_ns;
+    uint64_t none_ready_since_ns; /* measured phase: since when no client is ready (0: some are) */
     bool is_storm_fired;
 
     _Atomic uint32_t budget_acks; /* workers that made all their scheduled publishes */
@@ -363,6 +364,31 @@ static bool fleet_is_measure_over(const lg_fleet_t *f, uint64_t now)
            now >= end + MEASURE_GRACE_MS * 1000000ull;
 }
 
+/* Fails the run when herald went away during the measured phase: no client ready for
+ * --ramp-timeout (what a client gets to become ready, so a reconnect storm's gap passes), or
+ * none ready when the phase ends. The figures then describe an outage, not the load asked
+ * for, so the run ends at once with exit status 3 instead of reporting them as a result. */
+static bool fleet_check_lost(lg_fleet_t *f, uint64_t now, bool is_end)
+{
+    if (f->snap->ready > 0) {
+        f->none_ready_since_ns = 0;
+        return false;
+    }
+    if (!f->none_ready_since_ns)
+        f->none_ready_since_ns = now;
+    uint64_t none_ns = now - f->none_ready_since_ns;
+    if (!is_end && none_ns < f->cfg->ramp_timeout_ms * 1000000ull)
+        return false;
+    lg_progress_note(&f->progress,
+                     "herald-loadgen: every client lost: none ready for %.1f s of the measured "
+                     "phase (herald at %s:%u; disconnects by reason are in the summary)",
+                     (double)none_ns / 1e9, f->cfg->host, f->cfg->port);
+    f->result->is_failed = true;
+    fleet_end_measure(f, now);
+    fleet_finish(f);
+    return true;
+}
+
 static void fleet_check_ramp(lg_fleet_t *f, uint64_t now)
 {
     uint32_t clients = lg_config_clients(f->cfg);
@@ -476,7 +502,8 @@ static void fleet_on_tick(nl_timer_t *t, void *arg)
     case PHASE_MEASURE:
         if (f->cfg->drop_at_ms > 0)
             fleet_check_storm(f, now);
-        if (fleet_is_measure_over(f, now))
+        bool is_over = fleet_is_measure_over(f, now);
+        if (!fleet_check_lost(f, now, is_over) && is_over)
             fleet_end_measure(f, now);
         break;
     case PHASE_DRAIN:

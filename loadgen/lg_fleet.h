@@ -49,7 +49,7 @@ typedef struct lg_result_s {
     bool is_generator_bound; /* a loop thread above LG_CPU_BOUND_PCT in the measured phase */
 
     bool is_interrupted; /* SIGINT/SIGTERM ended it early */
-    bool is_failed;      /* no client ever became ready, or a thread could not start */
+    bool is_failed;      /* no client ever ready, all lost while measuring, or no thread */
 } lg_result_t;
 
 /* Above this share of one core a loop thread is the bottleneck, not herald. */

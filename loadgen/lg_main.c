@@ -5,7 +5,8 @@
  *
  * main only checks the environment (descriptor limit, ephemeral ports), runs the fleet and
  * turns the result into output and an exit status: 0 ok, 1 an SLO was broken, 2 bad
- * arguments or setup, 3 the run failed (nothing connected, or a thread could not start).
+ * arguments or setup, 3 the run failed (nothing connected, every client lost during the
+ * measured phase, or a thread could not start).
  */
 #include <errno.h>
 #include <stdio.h>

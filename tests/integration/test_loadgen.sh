@@ -13,6 +13,8 @@
 #   6. a non-loopback --host is refused before anything is sent: exit status 2.
 #   7. herald checking tokens: loadgen's signed tokens pass with the right --secret; with a
 #      wrong one every handshake is refused (UNAUTHORIZED) and the run fails with status 3.
+#   8. herald stopped in the middle of the measured phase: the run ends long before its
+#      --duration with status 3, failed in the JSON, every client's disconnect counted.
 #
 # herald runs on free loopback ports (port 0; the ev=listening line names them)
 # and is stopped by PID. Usage: test_loadgen.sh HERALD LOADGEN
@@ -228,3 +230,44 @@ assert sum(why.values()) == d["connect"]["failures"], d["connect"]
 '
 stop_herald
 echo "ok 7 signed tokens accepted; a wrong secret is refused (UNAUTHORIZED), exit status 3"
+
+# 8. herald goes away mid-run. loadgen's stderr comes through a FIFO: herald is stopped once the
+#    "ramp:" note says the measured phase began, and loadgen must then end within 20 s (its
+#    --duration is 60 s) with status 3.
+start_herald --insecure
+rm -f "$work/lg.fifo"
+mkfifo "$work/lg.fifo"
+"$loadgen" --port "$port" --insecure --idle 4 --active 2 --total-rate 20 --duration 60 \
+    --ramp-timeout 1 --progress plain --quiet --json "$work/lost.json" 2>"$work/lg.fifo" &
+lg_pid=$!
+exec 4<"$work/lg.fifo"
+is_measuring=false
+while IFS= read -r -t 20 line <&4; do
+    echo "$line" >>"$work/run.err"
+    if [[ $line == ramp:* ]]; then
+        is_measuring=true
+        break
+    fi
+done
+$is_measuring || { kill "$lg_pid"; fail "loadgen did not reach its measured phase"; }
+lost_at=$SECONDS
+stop_herald
+# Progress lines come every second, so the read's own timeout never ends this loop: the clock does.
+while [ $((SECONDS - lost_at)) -lt 20 ] && IFS= read -r -t 5 line <&4; do
+    echo "$line" >>"$work/run.err"
+done
+exec 4<&-
+# The FIFO's end of file is loadgen's exit; the loop ending on the clock means it is still up.
+if [ $((SECONDS - lost_at)) -ge 20 ]; then
+    kill -KILL "$lg_pid"
+    fail "loadgen still running 20 s after herald stopped"
+fi
+rc=0
+wait "$lg_pid" || rc=$?
+[ "$rc" -eq 3 ] || fail "run whose herald went away exited $rc, want 3"
+grep -q 'every client lost' "$work/run.err" || fail "no note saying every client was lost"
+check_json "$work/lost.json" '
+assert d["failed"] is True and d["clients"]["ready_at_start"] == 6, d["clients"]
+assert d["disconnects"]["total"] >= 6, d["disconnects"]
+'
+echo "ok 8 herald gone mid-run: loadgen fails (status 3) without waiting out --duration"
