@@ -396,29 +396,32 @@ static void session_decode_failed(gw_loop_t *lp, gw_session_t *s, int rc)
         nl_conn_close(s->conn, rc); /* -ENOMEM: nothing sensible to say */
 }
 
-void gw_session_process(gw_loop_t *lp, gw_session_t *s, nl_buf_t *in)
+size_t gw_session_process(gw_loop_t *lp, gw_session_t *s, nl_buf_t *in)
 {
     nl_conn_t *c = s->conn;
     size_t max_frame = lp->node->cfg.max_frame_bytes;
+    size_t frames = 0;
     while (s->state == GW_SESSION_AWAIT_CONNECT || s->state == GW_SESSION_AUTHENTICATED) {
         Herald__Frame *f = NULL;
         int rc = proto_frame_decode(in, max_frame, &f);
         if (rc == 0)
-            return;
+            return frames;
         if (rc < 0) {
             session_decode_failed(lp, s, rc);
             break;
         }
+        frames++;
         if ((unsigned)f->body_case < GW_STATS_FRAME_TYPES)
             lp->stats.frames_in[f->body_case]++;
         session_dispatch(lp, s, f, in);
         proto_frame_free(f);
         if (nl_conn_state(c) == NL_CONN_DISCONNECTED)
-            return;
+            return frames;
         s = nl_conn_data(c); /* Connect may have reallocated it */
     }
     if (s->state == GW_SESSION_CLOSING)
         nl_buf_retrieve_all(in);
+    return frames;
 }
 
 /* The wheel runs on the loop's monotonic clock and exp is wall-clock time, so exp is carried
@@ -456,21 +459,30 @@ static void session_on_message(nl_conn_t *c, nl_buf_t *in)
 {
     gw_session_t *s = nl_conn_data(c);
     gw_loop_t *lp = gw_loop_current();
-    if (s->state == GW_SESSION_AUTHENTICATED) {
+    uint64_t wall_ms = 0;
+    bool was_authenticated = s->state == GW_SESSION_AUTHENTICATED;
+    if (was_authenticated) {
         /* A session lives as long as its token: the wheel fires at exp for a client that
          * only listens, and input after exp ends it here at once. */
-        uint64_t wall_ms = s->exp_s ? nl_wall_ms() : 0;
+        wall_ms = s->exp_s ? nl_wall_ms() : 0;
         if (session_is_expired(s, wall_ms)) {
             nl_buf_retrieve_all(in);
             session_expire(lp, s);
             return;
         }
-        /* Any input is activity: one store (the wheel re-files lazily). */
-        gw_heartbeat_touch(&lp->hb, &s->deadline, gw_session_deadline_ms(lp, s, wall_ms));
     }
     if (s->state == GW_SESSION_AUTHENTICATING)
         return; /* reading is paused; these bytes wait for the verdict */
-    gw_session_process(lp, s, in);
+    size_t frames = gw_session_process(lp, s, in);
+    /* Activity is a whole frame (PROTOCOL.md: any frame counts), not a byte: a client that
+     * trickles a frame it never finishes, a byte now and then, would otherwise hold its
+     * connection and up to max_frame_bytes of input for as long as it likes. One store per
+     * read (the wheel re-files lazily). */
+    if (frames == 0 || !was_authenticated || nl_conn_state(c) == NL_CONN_DISCONNECTED)
+        return;
+    s = nl_conn_data(c);
+    if (s->state == GW_SESSION_AUTHENTICATED)
+        gw_heartbeat_touch(&lp->hb, &s->deadline, gw_session_deadline_ms(lp, s, wall_ms));
 }
 
 /* --- lifecycle ---------------------------------------------------------------------------- */

@@ -241,7 +241,7 @@ static void auth_done(void *arg, int status)
      * reallocated. */
     if (nl_conn_state(c) != NL_CONN_DISCONNECTED) {
         nl_conn_resume_read(c);
-        gw_session_process(lp, nl_conn_data(c), req->in);
+        (void)gw_session_process(lp, nl_conn_data(c), req->in);
     }
     free(req);
 }

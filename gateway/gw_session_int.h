@@ -98,8 +98,9 @@ void gw_session_begin_close(gw_loop_t *lp, gw_session_t *s, gw_close_reason_t re
  * set; 0 otherwise). Sets or clears GW_SESSION_DEADLINE_EXP to say which. */
 uint64_t gw_session_deadline_ms(gw_loop_t *lp, gw_session_t *s, uint64_t wall_ms);
 
-/* Decodes and handles every complete frame in in (stops while AUTHENTICATING). */
-void gw_session_process(gw_loop_t *lp, gw_session_t *s, nl_buf_t *in);
+/* Decodes and handles every complete frame in in (stops while AUTHENTICATING). Returns how
+ * many frames it decoded. */
+size_t gw_session_process(gw_loop_t *lp, gw_session_t *s, nl_buf_t *in);
 
 /* Connect: verifies the token (on the worker pool, or at once in insecure mode).
  * May reallocate s: re-read nl_conn_data afterwards. */

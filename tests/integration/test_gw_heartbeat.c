@@ -3,8 +3,9 @@
  * flags. ConnectOk announces the ping interval and idle timeout; a silent client gets
  * Disconnect{IDLE_TIMEOUT} and the close, not before the timeout is near; a client that pings
  * (every Ping answered by a Pong with its id) outlives several timeouts; a connection that never
- * sends Connect is closed after the connect timeout. When herald stops, every client gets the
- * answers already made and then Disconnect{SHUTDOWN} before the close.
+ * sends Connect is closed after the connect timeout; a client that trickles a frame it never
+ * finishes is closed as idle (activity is a frame, not a byte). When herald stops, every client
+ * gets the answers already made and then Disconnect{SHUTDOWN} before the close.
  *
  * Time passes in poll() on the clients' sockets (the silent client's socket, waiting for its
  * close), never in a sleep.
@@ -123,6 +124,49 @@ static void test_gw_heartbeat_connect_timeout(void **state)
     gw_stop(state);
 }
 
+/* Activity is a whole frame, not a byte. A client that trickles a frame it never finishes, a
+ * byte well within every idle timeout, is closed as idle all the same: it must not hold its
+ * connection and a frame's worth of input buffer for as long as it likes. Before Connect the
+ * handshake deadline ends it the same way. */
+static void test_gw_heartbeat_trickled_frame(void **state)
+{
+    test_herald_t *h = gw_start(state, "--insecure", "--ping-interval", "1s", "--idle-timeout",
+                                "2s", "--connect-timeout", "2s", NULL);
+    /* The prefix claims 1000 bytes; the test sends far fewer, so no frame ever completes. */
+    static const uint8_t prefix[] = {0xe8, 0x07};
+    static const uint8_t body_byte[] = {0x00};
+    for (int is_auth = 0; is_auth <= 1; is_auth++) {
+        test_client_t c;
+        if (is_auth)
+            GW_OK(test_client_auth(&c, h->port, "trickler", GW_WAIT_MS), &c);
+        else
+            GW_OK(test_client_open(&c, h->port, GW_WAIT_MS), &c);
+        int64_t t0 = test_now_ms();
+        GW_OK(test_client_send_raw(&c, prefix, sizeof(prefix), GW_WAIT_MS), &c);
+        int64_t deadline = t0 + 5 * IDLE_MS + GW_WAIT_MS;
+        int trickled = 0;
+        while (!test_client_is_closed(&c, PING_EVERY_MS)) {
+            if (test_now_ms() > deadline)
+                fail_msg("a client trickling one byte every %d ms (%d so far, authenticated: %d) "
+                         "was not closed within %d ms (idle timeout %d ms)",
+                         PING_EVERY_MS, trickled, is_auth, 5 * IDLE_MS + GW_WAIT_MS, IDLE_MS);
+            if (test_client_send_raw(&c, body_byte, sizeof(body_byte), GW_WAIT_MS) != 0)
+                break; /* herald closed meanwhile */
+            trickled++;
+        }
+        int64_t closed_after = test_now_ms() - t0;
+        int disc = -1;
+        int err = -1;
+        GW_OK(test_client_expect_close(&c, false, &disc, &err, GW_WAIT_MS), &c);
+        assert_int_equal(disc, HERALD__DISCONNECT__CODE__IDLE_TIMEOUT);
+        assert_int_equal(err, -1);
+        if (closed_after < IDLE_MS / 2)
+            fail_msg("closed after %lld ms (timeout %d ms)", (long long)closed_after, IDLE_MS);
+        test_client_close(&c);
+    }
+    gw_stop(state);
+}
+
 #define STOP_CLIENTS 50
 #define STOP_PINGS 1000
 
@@ -192,6 +236,7 @@ int main(void)
         cmocka_unit_test_teardown(test_gw_heartbeat_idle_timeout, gw_teardown),
         cmocka_unit_test_teardown(test_gw_heartbeat_other_frames_count, gw_teardown),
         cmocka_unit_test_teardown(test_gw_heartbeat_connect_timeout, gw_teardown),
+        cmocka_unit_test_teardown(test_gw_heartbeat_trickled_frame, gw_teardown),
         cmocka_unit_test_teardown(test_gw_heartbeat_shutdown_disconnect, gw_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
