@@ -43,8 +43,9 @@ static void admin_published(const gw_engine_reply_t *r, const gw_engine_result_t
 static void admin_publish(gw_http_req_t *req, void *arg)
 {
     gw_node_t *node = arg;
-    const char *chan = gw_http_req_query(req, "channel");
-    size_t chan_len = chan ? strlen(chan) : 0;
+    /* The decoded length, not strlen: "a%00b" must be refused, not published to "a". */
+    size_t chan_len = 0;
+    const char *chan = gw_http_req_query_n(req, "channel", &chan_len);
     if (!chan ||
         gw_channel_name_check(chan, chan_len, node->cfg.max_channel_bytes) != GW_CHANNEL_OK) {
         gw_http_respond_error(req, 400, "bad or missing channel");

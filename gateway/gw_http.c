@@ -501,14 +501,25 @@ const char *gw_http_req_path(const gw_http_req_t *req)
     return req->path;
 }
 
+const char *gw_http_req_query_n(const gw_http_req_t *req, const char *key, size_t *len)
+{
+    const char *v = NULL;
+    size_t n = 0;
+    *len = 0;
+    if (MHD_lookup_connection_value_n(req->conn, MHD_GET_ARGUMENT_KIND, key, strlen(key), &v, &n) !=
+        MHD_YES)
+        return NULL;
+    /* "?flag" with no '=' is present with a NULL value in libmicrohttpd; report it as "". */
+    if (v == NULL)
+        return "";
+    *len = n;
+    return v;
+}
+
 const char *gw_http_req_query(const gw_http_req_t *req, const char *key)
 {
-    const char *v = MHD_lookup_connection_value(req->conn, MHD_GET_ARGUMENT_KIND, key);
-    /* "?flag" with no '=' is present with a NULL value in libmicrohttpd; report it as "". */
-    if (v == NULL && MHD_lookup_connection_value_n(req->conn, MHD_GET_ARGUMENT_KIND, key,
-                                                   strlen(key), NULL, NULL) == MHD_YES)
-        return "";
-    return v;
+    size_t len;
+    return gw_http_req_query_n(req, key, &len);
 }
 
 const char *gw_http_req_header(const gw_http_req_t *req, const char *name)

@@ -106,6 +106,10 @@ const char *gw_http_req_path(const gw_http_req_t *req);
  * before answering later. Ownership: libmicrohttpd's. */
 const char *gw_http_req_query(const gw_http_req_t *req, const char *key);
 
+/* As gw_http_req_query, and *len gets the value's length: a value decoded from "%00" holds a
+ * NUL, where the string would end for strlen and the rest would go unseen. */
+const char *gw_http_req_query_n(const gw_http_req_t *req, const char *key, size_t *len);
+
 /* A request header, case-insensitive name, or NULL when absent. Same rules as
  * gw_http_req_query. */
 const char *gw_http_req_header(const gw_http_req_t *req, const char *name);

@@ -138,6 +138,9 @@ static void test_gw_admin_publish(void **state)
     expect_status(h, "POST", "/api/publish", key_hdrs, 400);
     expect_status(h, "POST", "/api/publish?channel=", key_hdrs, 400);
     expect_status(h, "POST", "/api/publish?channel=a%20b", key_hdrs, 400);
+    /* A NUL decoded from the query is part of the name (and forbidden in it): the request must
+     * not publish to the name's prefix, chat:room, as a strlen of the value would. */
+    expect_status(h, "POST", "/api/publish?channel=chat:room%00x", key_hdrs, 400);
     for (size_t i = 0; i < N; i++) {
         GW_OK(test_client_ping(&cs[i], GW_WAIT_MS), &cs[i]);
         assert_int_equal(cs[i].n_kept, 0);
