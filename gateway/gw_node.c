@@ -15,11 +15,13 @@
 #include "gw_node.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "gw_admin.h"
@@ -281,6 +283,28 @@ static int node_start_loops(gw_node_t *node)
     return 0;
 }
 
+/* Descriptors kept from client connections for the rest of the process: the admin server's
+ * connections (libmicrohttpd's limit, 64), its listener and a few to spare. Without them a
+ * crowd of clients up to RLIMIT_NOFILE left libmicrohttpd unable to accept its first
+ * connection, which it answers by busy-waiting: a whole core, a log line per try (2.1 million
+ * lines in 5 s) and no answer to /healthz until clients left. At most a quarter of a small
+ * limit, so that a node under a tiny RLIMIT_NOFILE still takes clients. */
+#define NODE_FD_RESERVE 80
+
+/* The lowest descriptor number a client connection may not have (nl_server's max_fd), or 0
+ * when RLIMIT_NOFILE is unknown or unlimited. */
+static int node_client_fd_line(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY ||
+        rl.rlim_cur > (rlim_t)INT_MAX)
+        return 0;
+    int limit = (int)rl.rlim_cur;
+    int reserve = NODE_FD_RESERVE < limit / 4 ? NODE_FD_RESERVE : limit / 4;
+    NL_LOG(NL_INFO, "fd_reserve", "nofile=%d reserved=%d", limit, reserve);
+    return limit - reserve;
+}
+
 static int node_start_server(gw_node_t *node)
 {
     const gw_config_t *cfg = &node->cfg;
@@ -296,6 +320,7 @@ static int node_start_server(gw_node_t *node)
         .high_water_bytes = cfg->output_high_water_bytes,
         /* A whole frame of the largest size, its prefix, and a little slack. */
         .max_input_bytes = cfg->max_frame_bytes + PROTO_VARINT_MAX_BYTES + 64,
+        .max_fd = node_client_fd_line(),
     };
     int err = nl_server_new(&node->server, &opts);
     if (err < 0) {

@@ -15,6 +15,11 @@
  * So exhaustion costs a few syscalls every 100 ms, never a spinning level-triggered loop.
  * Logged once on entering (ev=emfile_enter) and once on the first successful accept after
  * (ev=emfile_leave); every hit is counted in nl_server_stats_t.emfile_events.
+ *
+ * With max_fd set, an accepted descriptor numbered at or above it is handled the same way:
+ * since accept returns the lowest free number, every descriptor below it is in use, and the
+ * ones left are kept for the rest of the process (herald's admin HTTP server, whose
+ * libmicrohttpd busy-waits when it cannot accept its first connection).
  */
 #include "netlib/nl_server.h"
 
@@ -45,6 +50,7 @@ typedef struct server_shared_s {
     void *arg;
     size_t high_water_bytes;
     size_t max_input_bytes;
+    int max_fd;        /* accepted descriptors at or above it count as exhaustion; 0: none */
     uint64_t accepted; /* atomic counters: listeners and IO loops bump them */
     uint64_t refused;
     uint64_t emfile_events;
@@ -237,6 +243,13 @@ static void lis_on_io(nl_io_t *io, unsigned events, void *arg)
     listener_t *lis = arg;
     for (int i = 0; i < NL__SERVER_ACCEPT_BATCH; i++) {
         int fd = accept4(lis->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd >= 0 && lis->srv->shared->max_fd > 0 && fd >= lis->srv->shared->max_fd) {
+            /* accept4 returns the lowest free descriptor, so every one below fd is in use:
+             * the descriptors kept for the rest of the process are being reached. */
+            close(fd);
+            lis_on_emfile(lis, -EMFILE);
+            return;
+        }
         if (fd >= 0) {
             if (lis->is_emfile) {
                 lis->is_emfile = false;
@@ -470,6 +483,7 @@ int nl_server_new(nl_server_t **out, const nl_server_opts_t *opts)
     sh->arg = opts->arg;
     sh->high_water_bytes = opts->high_water_bytes;
     sh->max_input_bytes = opts->max_input_bytes;
+    sh->max_fd = opts->max_fd;
     err = server_open_listeners(s, opts);
     if (err < 0) {
         server_free_unstarted(s);

@@ -10,7 +10,8 @@
  *   - malformed input (undecodable body, overlong varint, a frame with no body): Error
  *     BAD_REQUEST and/or Disconnect PROTOCOL_ERROR, then the close; bad channel names;
  *   - descriptor exhaustion: herald under RLIMIT_NOFILE 64 answers or closes every one of
- *     100 connections (none hangs), and serves new clients once descriptors free up;
+ *     100 connections (none hangs), its admin API still answers meanwhile, and it serves new
+ *     clients once descriptors free up;
  *   - a full worker queue (1 worker, capacity 1): a burst of Connects, each with a Ping
  *     pipelined behind it, gets some Error{BUSY}; the Ping behind a BUSY Connect is answered
  *     BUSY too (not taken for a frame before Connect), none hangs, each succeeds on retry
@@ -18,7 +19,9 @@
  *     closed at the handshake deadline with Disconnect{IDLE_TIMEOUT} and reconnect = true.
  * The memory bound for a client that never reads is in test_gw_slow.
  */
+#include <dirent.h>
 #include <errno.h>
+#include <poll.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -283,6 +286,42 @@ static void test_gw_limits_malformed(void **state)
 
 #define EMFILE_LIMIT 64
 #define EMFILE_CLIENTS 100
+/* Polls of herald's descriptor count, 10 ms apart, that must agree before it counts as settled:
+ * 300 ms, three times the accept back-off after descriptor exhaustion. */
+#define FD_SETTLED_POLLS 30
+
+/* Descriptors pid holds (entries of /proc/<pid>/fd), or -1. */
+static int proc_fd_count(pid_t pid)
+{
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
+    DIR *d = opendir(path);
+    if (!d)
+        return -1;
+    int n = 0;
+    for (struct dirent *e = readdir(d); e; e = readdir(d))
+        n += e->d_name[0] != '.';
+    closedir(d);
+    return n;
+}
+
+/* Waits until herald's descriptor count stops moving. Under exhaustion its listener gives up a
+ * spare descriptor to close what is pending and takes it back 100 ms later; a request that
+ * lands in that window finds a descriptor free and proves nothing. There is no event to await
+ * for the end of the back-off, so the test watches the count (as gw_metric_await watches a
+ * metric), and fails if it never settles within GW_WAIT_MS. */
+static void await_fds_settled(pid_t pid)
+{
+    int last = -2;
+    int same = 0;
+    for (int64_t until = test_now_ms() + GW_WAIT_MS; same < FD_SETTLED_POLLS; poll(NULL, 0, 10)) {
+        int n = proc_fd_count(pid);
+        same = n == last ? same + 1 : 0;
+        last = n;
+        if (test_now_ms() >= until)
+            fail_msg("herald's descriptor count did not settle within %d ms (%d)", GW_WAIT_MS, n);
+    }
+}
 
 static void test_gw_limits_fd_exhaustion(void **state)
 {
@@ -305,6 +344,19 @@ static void test_gw_limits_fd_exhaustion(void **state)
     /* The admitted ones work. */
     GW_FLEET_OK(test_fleet_ping_all(fl, NULL, NULL, GW_WAIT_MS), fl);
     assert_false(test_herald_has_exited(h));
+    /* The admin API still answers while the clients hold every descriptor they can get: some
+     * are kept from them (without those, libmicrohttpd busy-waited for one, a core's worth of
+     * CPU and a log line per try, and /healthz went unanswered until clients left). */
+    await_fds_settled(h->pid);
+    for (int k = 0; k < 3; k++) {
+        test_http_resp_t r;
+        int hrc =
+            test_http_request(h->admin_port, "GET", "/healthz", NULL, NULL, 0, GW_WAIT_MS, &r);
+        if (hrc != 0 || r.status != 200)
+            fail_msg("GET /healthz under descriptor exhaustion: rc %d status %d", hrc,
+                     hrc == 0 ? r.status : 0);
+        test_http_resp_free(&r);
+    }
 
     /* Free every descriptor; herald serves new clients again (it sees the closes
      * asynchronously, so a few tries may still land in the exhausted state). */

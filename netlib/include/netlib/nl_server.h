@@ -7,7 +7,9 @@
  * fails for lack of descriptors it closes the spare, accepts and closes the pending connection
  * (so the peer sees a clean close instead of a hang), stops accepting for a short back-off, and
  * re-opens the spare. It neither spins nor dies, and serves again once descriptors free up.
- * Logged once per state change (ev=emfile_enter / ev=emfile_leave).
+ * Logged once per state change (ev=emfile_enter / ev=emfile_leave). With opts.max_fd the same
+ * happens before the process runs out: an accepted descriptor numbered max_fd or more counts
+ * as exhaustion, so the descriptors above the line stay free for the rest of the process.
  *
  * Thread: new/start/close on the accept loop's owner thread. Connections are created on their
  * IO loop's thread and their callbacks run there.
@@ -36,12 +38,13 @@ typedef struct nl_server_opts_s {
     nl_loop_t *accept_loop; /* required */
     nl_loop_t **io_loops;   /* connections go round-robin to these; none: the accept loop */
     size_t io_loop_count;
-    bool reuseport;         /* each IO loop accepts on its own SO_REUSEPORT socket */
+    bool reuseport;           /* each IO loop accepts on its own SO_REUSEPORT socket */
     const nl_conn_cbs_t *cbs; /* for every accepted connection; must outlive the server */
     nl_server_accept_cb on_accept;
-    void *arg;              /* passed to on_accept; read it back with nl_conn_ctx(c) */
+    void *arg;               /* passed to on_accept; read it back with nl_conn_ctx(c) */
     size_t high_water_bytes; /* applied to each connection; 0 disables */
     size_t max_input_bytes;  /* applied to each connection; 0 means the buffer default */
+    int max_fd; /* > 0: an accepted descriptor >= this is closed as under EMFILE; 0: no line */
 } nl_server_opts_t;
 
 /* Binds and listens (SO_REUSEADDR). Returns: 0; -EADDRINUSE, -EACCES, -EINVAL, -ENOMEM.
@@ -60,8 +63,8 @@ uint16_t nl_server_port(const nl_server_t *s);
 /* Accept figures. */
 typedef struct nl_server_stats_s {
     uint64_t accepted;
-    uint64_t refused;        /* on_accept returned false */
-    uint64_t emfile_events;  /* times descriptor exhaustion was hit */
+    uint64_t refused;       /* on_accept returned false */
+    uint64_t emfile_events; /* times descriptor exhaustion was hit */
 } nl_server_stats_t;
 void nl_server_get_stats(const nl_server_t *s, nl_server_stats_t *out);
 
