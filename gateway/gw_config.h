@@ -81,6 +81,7 @@ typedef struct gw_config_s {
     uint16_t admin_port;                      /* default 7401; 0 binds a free port */
     char admin_api_key[GW_CONFIG_SECRET_MAX]; /* default "": only /healthz answers */
     uint64_t admin_max_body_bytes;            /* default 1 MiB */
+    uint64_t admin_request_timeout_ms;        /* default 10 s */
 
     /* [auth] */
     char token_secret[GW_CONFIG_SECRET_MAX]; /* HS256 key; default "" */

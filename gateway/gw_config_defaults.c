@@ -28,6 +28,7 @@ void gw_config_init(gw_config_t *cfg)
     strcpy(cfg->admin_host, "127.0.0.1");
     cfg->admin_port = 7401;
     cfg->admin_max_body_bytes = MIB;
+    cfg->admin_request_timeout_ms = 10000;
     cfg->ping_interval_ms = 25000;
     cfg->idle_timeout_ms = 60000;
     cfg->connect_timeout_ms = 10000;

@@ -38,6 +38,7 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 
+#include "gw_http_deadline.h"
 #include "netlib/nl_common.h"
 #include "netlib/nl_log.h"
 
@@ -89,6 +90,7 @@ struct gw_http_s {
     route_t routes[MAX_ROUTES];
     size_t n_routes;
     struct MHD_Daemon *daemon;
+    gw_http_deadline_t *deadline; /* while started */
     uint16_t port;
     pthread_mutex_t lock;
     pthread_cond_t drained; /* signalled, while stopping, as requests leave */
@@ -349,6 +351,8 @@ static struct MHD_Response *take_response(gw_http_req_t *req, unsigned *status)
 /* Body complete: run the handler, then queue its answer or suspend until there is one. */
 static enum MHD_Result dispatch(gw_http_t *srv, gw_http_req_t *req)
 {
+    /* The request is whole: from here on the time is the server's, not the client's. */
+    gw_http_deadline_stop(srv->deadline, req->conn);
     if (req->is_too_big) {
         count(&srv->n_too_large, 1);
         return queue_error(req, MHD_HTTP_CONTENT_TOO_LARGE, "request body too large");
@@ -412,6 +416,7 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
         if (req == NULL)
             return MHD_NO;
         *con_cls = req;
+        gw_http_deadline_headers(srv->deadline, conn);
         return on_headers(srv, req);
     }
     if (*upload_data_size != 0) {
@@ -436,10 +441,10 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                          enum MHD_RequestTerminationCode why)
 {
-    NL_UNUSED(conn);
     NL_UNUSED(why);
     gw_http_t *srv = cls;
     gw_http_req_t *req = *con_cls;
+    gw_http_deadline_restart(srv->deadline, conn);
     if (req == NULL)
         return;
     *con_cls = NULL;
@@ -653,16 +658,23 @@ int gw_http_start(gw_http_t *srv)
                      MHD_USE_ERROR_LOG;
     if (addr.ss_family == AF_INET6)
         flags |= MHD_USE_IPv6;
+    int err = gw_http_deadline_new(&srv->deadline, srv->opts.request_timeout_ms);
+    if (err < 0)
+        return err;
     errno = 0;
     /* The logger goes first, or libmicrohttpd complains about the options before it. */
     srv->daemon = MHD_start_daemon(
         flags, srv->opts.port, NULL, NULL, on_access, srv, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log,
         NULL, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr, MHD_OPTION_CONNECTION_LIMIT,
         srv->opts.max_connections, MHD_OPTION_CONNECTION_TIMEOUT, srv->opts.timeout_s,
-        MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv, MHD_OPTION_END);
-    int err = -errno;
-    if (srv->daemon == NULL)
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv, MHD_OPTION_NOTIFY_CONNECTION,
+        gw_http_deadline_on_connection, srv->deadline, MHD_OPTION_END);
+    err = -errno;
+    if (srv->daemon == NULL) {
+        gw_http_deadline_free(srv->deadline);
+        srv->deadline = NULL;
         return err != 0 ? err : -EADDRNOTAVAIL;
+    }
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(srv->daemon, MHD_DAEMON_INFO_BIND_PORT);
     srv->port = info != NULL ? info->port : srv->opts.port;
     NL_LOG(NL_INFO, "http_listening", "host=%s port=%u auth=%s", srv->host, srv->port,
@@ -683,6 +695,7 @@ void gw_http_stats(const gw_http_t *srv, gw_http_stats_t *out)
     out->too_large = __atomic_load_n(&srv->n_too_large, __ATOMIC_RELAXED);
     out->suspended = __atomic_load_n(&srv->n_suspended, __ATOMIC_RELAXED);
     out->pending = __atomic_load_n(&srv->n_pending, __ATOMIC_RELAXED);
+    out->timed_out = srv->deadline != NULL ? gw_http_deadline_timed_out(srv->deadline) : 0;
 }
 
 /*
@@ -721,6 +734,8 @@ void gw_http_stop(gw_http_t *srv)
         NL_LOG(NL_WARN, "http_stop_undrained", "port=%u", srv->port);
     MHD_stop_daemon(srv->daemon);
     srv->daemon = NULL;
+    gw_http_deadline_free(srv->deadline);
+    srv->deadline = NULL;
     NL_LOG(NL_INFO, "http_stopped", "port=%u", srv->port);
 }
 

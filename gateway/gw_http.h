@@ -16,6 +16,8 @@
  *        route table does not leak to strangers.
  *   404  no route has this path.          405  the path exists for other methods (Allow: ...).
  *   413  the body exceeds max_body_bytes.  503  the server stopped while a request waited.
+ *   408  a new connection did not deliver its request header within request_timeout_ms (then
+ *        closed; see gw_http_deadline.h: a request must arrive whole within it).
  * /healthz is always public: a route registered for it is public, and without one gw_http
  * answers 200 {"status":"ok"} itself. gw_http_route_public() makes other paths public
  * (/readyz for load balancers, say).
@@ -41,12 +43,13 @@ typedef struct gw_http_req_s gw_http_req_t;
 typedef void (*gw_http_handler_cb)(gw_http_req_t *req, void *arg);
 
 typedef struct gw_http_opts_s {
-    const char *host;         /* bind address or name; NULL: "127.0.0.1" */
-    uint16_t port;            /* 0: any free port (see gw_http_port) */
-    const char *api_key;      /* NULL or "": every non-public request answers 401 */
-    size_t max_body_bytes;    /* 0: 1 MiB */
-    unsigned max_connections; /* 0: 64 */
-    unsigned timeout_s;       /* idle keep-alive connections close after this; 0: 30 */
+    const char *host;            /* bind address or name; NULL: "127.0.0.1" */
+    uint16_t port;               /* 0: any free port (see gw_http_port) */
+    const char *api_key;         /* NULL or "": every non-public request answers 401 */
+    size_t max_body_bytes;       /* 0: 1 MiB */
+    unsigned max_connections;    /* 0: 64 */
+    unsigned timeout_s;          /* idle keep-alive connections close after this; 0: 30 */
+    uint64_t request_timeout_ms; /* each request must arrive whole within this; 0: 10 s */
 } gw_http_opts_t;
 
 /* Counters since start, read with relaxed loads. */
@@ -57,6 +60,7 @@ typedef struct gw_http_stats_s {
     uint64_t too_large;    /* 413 */
     uint64_t suspended;    /* handlers that answered after returning */
     uint64_t pending;      /* requests waiting for gw_http_respond right now */
+    uint64_t timed_out;    /* connections cut off by the request deadline (since this start) */
 } gw_http_stats_t;
 
 /* Creates a server (not yet listening) with a copy of opts.

@@ -342,6 +342,7 @@ static int node_start_admin(gw_node_t *node)
         .port = cfg->admin_port,
         .api_key = cfg->admin_api_key,
         .max_body_bytes = cfg->admin_max_body_bytes,
+        .request_timeout_ms = cfg->admin_request_timeout_ms,
     };
     int err = gw_http_new(&node->http, &opts);
     if (err == 0)

@@ -5,10 +5,14 @@
  * answers the offset; GET /metrics parses as Prometheus text exposition (every line a comment
  * or `name{labels} value`, HELP/TYPE before samples) with the expected families, and its
  * connections gauge follows the connected clients; GET /api/stats is a JSON object of the
- * same families.
+ * same families. Connections that hold a half-sent request, or trickle one a byte at a time,
+ * are cut off with 408 at the request deadline, so they cannot keep /healthz from answering.
  */
+#include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -17,6 +21,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 #include <jansson.h>
@@ -326,6 +332,84 @@ static void test_gw_admin_stats_json(void **state)
     gw_stop(state);
 }
 
+/* libmicrohttpd's connection limit in gw_http (its default): this many held connections used
+ * to take the whole admin port. */
+#define HOLD_CONNS 64
+#define TRICKLE_EVERY_MS 200
+
+/* A blocking TCP connection to 127.0.0.1:port that has sent the first bytes of a request. */
+static int open_partial(uint16_t port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    assert_true(fd >= 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+    static const char part[] = "GET /metr";
+    assert_int_equal(send(fd, part, sizeof(part) - 1, MSG_NOSIGNAL), (ssize_t)sizeof(part) - 1);
+    return fd;
+}
+
+/* Reads fd until EOF (or a reset), waiting at most timeout_ms in all; returns the bytes in out
+ * (NUL-terminated), or -1 when no EOF came in time. Sends one byte of request line every
+ * TRICKLE_EVERY_MS while waiting when is_trickling. */
+static ssize_t read_to_eof(int fd, char *out, size_t cap, int timeout_ms, bool is_trickling)
+{
+    size_t n = 0;
+    for (int64_t until = test_now_ms() + timeout_ms; test_now_ms() < until;) {
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        if (poll(&p, 1, is_trickling ? TRICKLE_EVERY_MS : test_ms_left(until)) == 0) {
+            (void)send(fd, "x", 1, MSG_NOSIGNAL);
+            continue;
+        }
+        ssize_t r = recv(fd, out + n, cap - 1 - n, 0);
+        if (r <= 0) {
+            out[n] = '\0';
+            return (ssize_t)n;
+        }
+        n += (size_t)r;
+    }
+    return -1;
+}
+
+/* Connections that send part of a request and stop, as many as the admin server takes at
+ * once, and one that trickles a byte every 200 ms: libmicrohttpd's own timeout is reset by
+ * every byte and lasts 30 s, so they held the admin API, /healthz included. The request
+ * deadline (1 s here) cuts each off with 408, and /healthz is answered meanwhile. */
+static void test_gw_admin_slow_requests(void **state)
+{
+    test_herald_t *h = gw_start(state, "--insecure", "--api-key", GW_API_KEY,
+                                "--admin-request-timeout", "1s", NULL);
+    int fds[HOLD_CONNS];
+    for (int i = 0; i < HOLD_CONNS; i++)
+        fds[i] = open_partial(h->admin_port);
+    int64_t t0 = test_now_ms();
+    test_http_resp_t r;
+    int rc = test_http_request(h->admin_port, "GET", "/healthz", NULL, NULL, 0, GW_WAIT_MS, &r);
+    if (rc != 0 || r.status != 200)
+        fail_msg("/healthz behind %d held connections: rc %d status %d after %lld ms", HOLD_CONNS,
+                 rc, rc == 0 ? r.status : 0, (long long)(test_now_ms() - t0));
+    test_http_resp_free(&r);
+    char buf[512];
+    for (int i = 0; i < HOLD_CONNS; i++) {
+        ssize_t n = read_to_eof(fds[i], buf, sizeof(buf), GW_WAIT_MS, false);
+        if (n < 0 || strncmp(buf, "HTTP/1.1 408", 12) != 0)
+            fail_msg("held connection %d: %s", i, n < 0 ? "not closed" : buf);
+        close(fds[i]);
+    }
+    /* Bytes keep coming, the request never completes: cut off all the same. */
+    int fd = open_partial(h->admin_port);
+    t0 = test_now_ms();
+    ssize_t n = read_to_eof(fd, buf, sizeof(buf), GW_WAIT_MS, true);
+    if (n < 0 || strncmp(buf, "HTTP/1.1 408", 12) != 0)
+        fail_msg("trickling connection after %lld ms: %s", (long long)(test_now_ms() - t0),
+                 n < 0 ? "not closed" : buf);
+    close(fd);
+    /* A request that arrives whole in time is served as before. */
+    expect_status(h, "GET", "/metrics", key_hdrs, 200);
+    gw_stop(state);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -333,6 +417,7 @@ int main(void)
         cmocka_unit_test_teardown(test_gw_admin_publish, gw_teardown),
         cmocka_unit_test_teardown(test_gw_admin_metrics, gw_teardown),
         cmocka_unit_test_teardown(test_gw_admin_stats_json, gw_teardown),
+        cmocka_unit_test_teardown(test_gw_admin_slow_requests, gw_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
