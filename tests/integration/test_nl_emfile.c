@@ -5,7 +5,9 @@
  * closed without an echo (the spare-descriptor trick), then checks over several more refused
  * connections that the child stays alive and does not spin (its CPU time, from
  * /proc/<pid>/stat, stays under half the wall time), reads the child's counters, closes its
- * connections, and checks that a new client is served again.
+ * connections, and checks that a new client is served again. With opts.max_fd the child stops
+ * taking connections at that descriptor number, as if exhausted, and the descriptors above it
+ * stay free (the child can still open them).
  *
  * The parent never sleeps: it waits in poll() on a socket or pipe with a bounded timeout.
  * The child is stopped by its PID (SIGTERM, waitpid).
@@ -41,12 +43,15 @@
 #define WAIT_MS 5000
 #define MEASURE_MS 500
 #define MAX_REFUSALS 100
+/* The descriptor line of the max_fd test: the child keeps CHILD_NOFILE - CHILD_MAX_FD free. */
+#define CHILD_MAX_FD 40
 
 /* The child's answer to a request byte on its request pipe. */
 typedef struct child_stats_s {
     uint64_t accepted;
     uint64_t emfile_events;
     uint64_t open;
+    uint64_t free_fds; /* descriptors the child could still open */
 } child_stats_t;
 
 /* --- the child: an echo server under a low descriptor limit ------------------------------ */
@@ -59,6 +64,22 @@ typedef struct child_s {
     bool is_reply_when_idle; /* 'w': answer once no connection is open */
 } child_t;
 
+/* How many descriptors the child could still open: /dev/null until it cannot, then closed. */
+static uint64_t child_free_fds(void)
+{
+    int fds[CHILD_NOFILE];
+    int n = 0;
+    while (n < CHILD_NOFILE) {
+        int fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+            break;
+        fds[n++] = fd;
+    }
+    for (int i = 0; i < n; i++)
+        close(fds[i]);
+    return (uint64_t)n;
+}
+
 static void child_reply(child_t *ch)
 {
     child_stats_t st;
@@ -69,6 +90,7 @@ static void child_reply(child_t *ch)
     st.accepted = ss.accepted;
     st.emfile_events = ss.emfile_events;
     st.open = cs.open;
+    st.free_fds = child_free_fds();
     if (write(ch->rep_fd, &st, sizeof(st)) != (ssize_t)sizeof(st))
         _exit(3);
 }
@@ -120,7 +142,7 @@ static void child_on_request(nl_io_t *io, unsigned events, void *arg)
     }
 }
 
-static _Noreturn void child_main(int req_fd, int rep_fd)
+static _Noreturn void child_main(int req_fd, int rep_fd, int max_fd)
 {
     struct rlimit rl = {.rlim_cur = CHILD_NOFILE, .rlim_max = CHILD_NOFILE};
     if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
@@ -133,6 +155,7 @@ static _Noreturn void child_main(int req_fd, int rep_fd)
         .accept_loop = ch.loop,
         .cbs = &child_cbs,
         .arg = &ch,
+        .max_fd = max_fd,
     };
     nl_io_t *io;
     if (nl_server_new(&ch.srv, &so) != 0 || nl_server_start(ch.srv) != 0 ||
@@ -152,6 +175,7 @@ typedef struct parent_s {
     int req_fd;
     int rep_fd;
     uint16_t port;
+    int max_fd; /* the child server's opts.max_fd */
     int conns[MAX_CONNS];
     int conn_count;
 } parent_t;
@@ -255,7 +279,7 @@ static void parent_start(parent_t *pa)
     if (pa->pid == 0) {
         close(req[1]);
         close(rep[0]);
-        child_main(req[0], rep[1]);
+        child_main(req[0], rep[1], pa->max_fd);
     }
     close(req[0]);
     close(rep[1]);
@@ -337,10 +361,50 @@ static void test_nl_emfile_survives_and_recovers(void **state)
     parent_stop(&pa);
 }
 
+/* max_fd: the child refuses connections at descriptor CHILD_MAX_FD as if exhausted, so the
+ * descriptors above stay free for the rest of the process (herald keeps them for its admin
+ * API); once clients leave it serves again. */
+static void test_nl_emfile_max_fd_keeps_reserve(void **state)
+{
+    (void)state;
+    parent_t pa = {.max_fd = CHILD_MAX_FD};
+    parent_start(&pa);
+    int served = 0;
+    int refused_fd = -1;
+    while (pa.conn_count < MAX_CONNS) {
+        int fd = tcp_connect(pa.port);
+        if (!probe(fd)) {
+            refused_fd = fd;
+            break;
+        }
+        pa.conns[pa.conn_count++] = fd;
+        served++;
+    }
+    assert_true(refused_fd >= 0);
+    close(refused_fd);
+    child_stats_t st = ask_child(&pa, 's');
+    print_message("served=%d emfile_events=%llu free_fds=%llu\n", served,
+                  (unsigned long long)st.emfile_events, (unsigned long long)st.free_fds);
+    assert_true(served > 10 && served < CHILD_MAX_FD);
+    assert_true(st.emfile_events >= 1);
+    /* Everything from the line up is free, but for the spare descriptor, which may be open. */
+    assert_true(st.free_fds >= CHILD_NOFILE - CHILD_MAX_FD - 1);
+    for (int i = 0; i < pa.conn_count; i++)
+        close(pa.conns[i]);
+    pa.conn_count = 0;
+    st = ask_child(&pa, 'w');
+    assert_int_equal(st.open, 0);
+    int fd = tcp_connect(pa.port);
+    assert_int_equal(probe(fd), 1);
+    close(fd);
+    parent_stop(&pa);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_nl_emfile_survives_and_recovers),
+        cmocka_unit_test(test_nl_emfile_max_fd_keeps_reserve),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
