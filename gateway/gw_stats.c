@@ -359,6 +359,9 @@ int gw_stats_render(const gw_stats_snapshot_t *snap, gw_metrics_format_t format,
     render_pool(&w, snap);
     gw_metrics_counter(&w, "herald_admin_requests_total", "Admin HTTP requests.", NULL,
                        snap->http.requests);
+    gw_metrics_counter(&w, "herald_admin_request_timeouts_total",
+                       "Admin connections cut off for not sending a whole request in time.", NULL,
+                       snap->http.timed_out);
     free(t);
     return gw_metrics_end(&w, out, len);
 }
