@@ -46,6 +46,9 @@
 #define DIGEST_BYTES 32
 #define ERROR_BODY_MAX 512
 #define STOP_DRAIN_S 2 /* how long gw_http_stop waits for resumed requests */
+/* libmicrohttpd's memory per connection (its default, stated so the bound is ours): a request
+ * head past it is answered 414 or 431 and the connection closed. */
+#define CONN_MEMORY_BYTES (32u * 1024)
 
 typedef struct route_s {
     char method[16];
@@ -666,9 +669,10 @@ int gw_http_start(gw_http_t *srv)
     srv->daemon = MHD_start_daemon(
         flags, srv->opts.port, NULL, NULL, on_access, srv, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log,
         NULL, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr, MHD_OPTION_CONNECTION_LIMIT,
-        srv->opts.max_connections, MHD_OPTION_CONNECTION_TIMEOUT, srv->opts.timeout_s,
-        MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv, MHD_OPTION_NOTIFY_CONNECTION,
-        gw_http_deadline_on_connection, srv->deadline, MHD_OPTION_END);
+        srv->opts.max_connections, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONN_MEMORY_BYTES,
+        MHD_OPTION_CONNECTION_TIMEOUT, srv->opts.timeout_s, MHD_OPTION_NOTIFY_COMPLETED,
+        on_completed, srv, MHD_OPTION_NOTIFY_CONNECTION, gw_http_deadline_on_connection,
+        srv->deadline, MHD_OPTION_END);
     err = -errno;
     if (srv->daemon == NULL) {
         gw_http_deadline_free(srv->deadline);

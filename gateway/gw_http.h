@@ -16,6 +16,8 @@
  *        route table does not leak to strangers.
  *   404  no route has this path.          405  the path exists for other methods (Allow: ...).
  *   413  the body exceeds max_body_bytes.  503  the server stopped while a request waited.
+ *   414  (URL) / 431 (headers): the request head passes 32 KiB, the memory each connection
+ *        gets; then closed.
  *   408  a new connection did not deliver its request header within request_timeout_ms (then
  *        closed; see gw_http_deadline.h: a request must arrive whole within it).
  * /healthz is always public: a route registered for it is public, and without one gw_http

@@ -2,8 +2,9 @@
  * test_gw_http: the admin HTTP server on 127.0.0.1, port 0, driven by real HTTP over sockets
  * with a small blocking client (one request per connection, "Connection: close", read to
  * EOF under a 5 s poll deadline). Covers the API key (missing, wrong, right, unconfigured),
- * 404/405/413, a POST echo, query and header lookups, answers given later from another thread
- * (strictly after the suspend, and racing it), and a stop with a request still waiting.
+ * 404/405/413, 414/431 for a request head past 32 KiB, a POST echo, query and header lookups,
+ * answers given later from another thread (strictly after the suspend, and racing it), and a stop
+ * with a request still waiting.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -360,6 +361,35 @@ static void test_gw_http_too_large(void **state)
     resp_free(&r);
 }
 
+/* A request head (request line and headers) past the per-connection memory, 32 KiB: 414 for
+ * a long URL, 431 for long headers, then the close; memory per admin connection is bounded
+ * whatever the client sends, and the server goes on. */
+static void test_gw_http_oversized_head(void **state)
+{
+    fixture_t *f = *state;
+    enum { BIG = 40 * 1024 };
+    char *req = malloc(BIG + 1024);
+    assert_non_null(req);
+    char *filler = malloc(BIG + 1);
+    assert_non_null(filler);
+    memset(filler, 'a', BIG);
+    filler[BIG] = '\0';
+    int n = snprintf(req, BIG + 1024, "GET /api/hello?x=%s HTTP/1.1\r\nHost: x\r\n\r\n", filler);
+    resp_t r;
+    request_raw(f->port, req, (size_t)n, &r);
+    assert_int_equal(r.status, 414);
+    resp_free(&r);
+    n = snprintf(req, BIG + 1024,
+                 "GET /api/hello HTTP/1.1\r\nHost: x\r\nX-Api-Key: " KEY "\r\nX-Big: %s\r\n\r\n",
+                 filler);
+    request_raw(f->port, req, (size_t)n, &r);
+    assert_int_equal(r.status, 431);
+    resp_free(&r);
+    free(filler);
+    free(req);
+    expect(f, "GET", "/api/hello", KEY, 200, "hello");
+}
+
 static void test_gw_http_query_and_headers(void **state)
 {
     fixture_t *f = *state;
@@ -508,6 +538,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_gw_http_method_not_allowed, setup, teardown),
         cmocka_unit_test_setup_teardown(test_gw_http_post_echo, setup, teardown),
         cmocka_unit_test_setup_teardown(test_gw_http_too_large, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_gw_http_oversized_head, setup, teardown),
         cmocka_unit_test_setup_teardown(test_gw_http_query_and_headers, setup, teardown),
         cmocka_unit_test_setup_teardown(test_gw_http_async_after_suspend, setup, teardown),
         cmocka_unit_test_setup_teardown(test_gw_http_async_races_suspend, setup, teardown),
