@@ -23,6 +23,7 @@
 #include "gw_http.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <netdb.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -45,7 +46,8 @@
 #define MAX_ROUTES 64
 #define DIGEST_BYTES 32
 #define ERROR_BODY_MAX 512
-#define STOP_DRAIN_S 2 /* how long gw_http_stop waits for resumed requests */
+#define STOP_DRAIN_S 2    /* how long gw_http_stop waits for resumed requests */
+#define HTTP_LOG_PER_S 10 /* libmicrohttpd complaints logged per second (see on_mhd_log) */
 /* libmicrohttpd's memory per connection (its default, stated so the bound is ours): a request
  * head past it is answered 414 or 431 and the connection closed. */
 #define CONN_MEMORY_BYTES (32u * 1024)
@@ -107,6 +109,11 @@ struct gw_http_s {
     uint64_t n_too_large;
     uint64_t n_suspended;
     uint64_t n_pending;
+    /* on_mhd_log's rate limit, guarded by log_lock. */
+    pthread_mutex_t log_lock;
+    int64_t log_window_s;
+    unsigned log_in_window;
+    uint64_t log_suppressed;
 };
 
 static void count(uint64_t *counter, int64_t delta)
@@ -563,6 +570,7 @@ int gw_http_new(gw_http_t **out, const gw_http_opts_t *opts)
         free(srv);
         return -ENOMEM;
     }
+    pthread_mutex_init(&srv->log_lock, NULL);
     srv->opts = *opts;
     snprintf(srv->host, sizeof(srv->host), "%s", host);
     srv->opts.host = srv->host;
@@ -620,9 +628,33 @@ int gw_http_route_public(gw_http_t *srv, const char *method, const char *path,
 }
 
 /* libmicrohttpd's complaints, one log line each, without the trailing newline it adds. */
+/* libmicrohttpd complains once per bad connection, and anybody who can connect makes those
+ * (20,000 abandoned requests gave 20,000 lines in 1.5 s). At most HTTP_LOG_PER_S lines a
+ * second get through; the rest are counted, and the next second's first complaint is preceded
+ * by one ev=http_error_suppressed line with the count. log_lock is never held while calling
+ * into libmicrohttpd, which may log from inside calls made under srv->lock. */
 __attribute__((format(printf, 2, 0))) static void on_mhd_log(void *cls, const char *fmt, va_list ap)
 {
-    NL_UNUSED(cls);
+    gw_http_t *srv = cls;
+    int64_t now_s = (int64_t)(nl_now_ms() / 1000);
+    uint64_t suppressed = 0;
+    pthread_mutex_lock(&srv->log_lock);
+    if (now_s != srv->log_window_s) {
+        suppressed = srv->log_suppressed;
+        srv->log_suppressed = 0;
+        srv->log_window_s = now_s;
+        srv->log_in_window = 0;
+    }
+    bool is_logged = srv->log_in_window < HTTP_LOG_PER_S;
+    if (is_logged)
+        srv->log_in_window++;
+    else
+        srv->log_suppressed++;
+    pthread_mutex_unlock(&srv->log_lock);
+    if (suppressed > 0)
+        NL_LOG(NL_WARN, "http_error_suppressed", "count=%" PRIu64, suppressed);
+    if (!is_logged)
+        return;
     char msg[256];
     vsnprintf(msg, sizeof(msg), fmt, ap);
     size_t n = strcspn(msg, "\r\n");
@@ -657,8 +689,13 @@ int gw_http_start(gw_http_t *srv)
     if (resolve(srv, &addr, &addr_len) != 0)
         return -EINVAL;
     NL_UNUSED(addr_len);
-    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | MHD_ALLOW_SUSPEND_RESUME |
-                     MHD_USE_ERROR_LOG;
+    /* poll(2), not the epoll libmicrohttpd picks by itself: with epoll (edge-triggered) a
+     * connection whose request bytes and FIN were both waiting when it was accepted had its
+     * bytes read and its close never noticed, so it sat until the 30 s timeout; clients that
+     * connect, send half a request and hang up (4,000 in 2 s) filled all 64 connections and
+     * the listen backlog, and /healthz went unanswered. poll is level-triggered and sees the
+     * close; over at most 64 connections it costs nothing. */
+    unsigned flags = MHD_USE_POLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
     if (addr.ss_family == AF_INET6)
         flags |= MHD_USE_IPv6;
     int err = gw_http_deadline_new(&srv->deadline, srv->opts.request_timeout_ms);
@@ -668,7 +705,7 @@ int gw_http_start(gw_http_t *srv)
     /* The logger goes first, or libmicrohttpd complains about the options before it. */
     srv->daemon = MHD_start_daemon(
         flags, srv->opts.port, NULL, NULL, on_access, srv, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log,
-        NULL, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr, MHD_OPTION_CONNECTION_LIMIT,
+        srv, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr, MHD_OPTION_CONNECTION_LIMIT,
         srv->opts.max_connections, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONN_MEMORY_BYTES,
         MHD_OPTION_CONNECTION_TIMEOUT, srv->opts.timeout_s, MHD_OPTION_NOTIFY_COMPLETED,
         on_completed, srv, MHD_OPTION_NOTIFY_CONNECTION, gw_http_deadline_on_connection,
@@ -752,5 +789,6 @@ void gw_http_free(gw_http_t *srv)
         free(srv->routes[i].path);
     pthread_cond_destroy(&srv->drained);
     pthread_mutex_destroy(&srv->lock);
+    pthread_mutex_destroy(&srv->log_lock);
     free(srv);
 }
