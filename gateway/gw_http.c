@@ -698,7 +698,11 @@ int gw_http_start(gw_http_t *srv)
     unsigned flags = MHD_USE_POLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
     if (addr.ss_family == AF_INET6)
         flags |= MHD_USE_IPv6;
-    int err = gw_http_deadline_new(&srv->deadline, srv->opts.request_timeout_ms);
+    /* The tracker lives until gw_http_free, not gw_http_stop: stats are read from IO loops
+     * (gw_http_stats) while the node stops, and a restart reuses it. */
+    int err = srv->deadline != NULL
+                  ? 0
+                  : gw_http_deadline_new(&srv->deadline, srv->opts.request_timeout_ms);
     if (err < 0)
         return err;
     errno = 0;
@@ -711,11 +715,8 @@ int gw_http_start(gw_http_t *srv)
         on_completed, srv, MHD_OPTION_NOTIFY_CONNECTION, gw_http_deadline_on_connection,
         srv->deadline, MHD_OPTION_END);
     err = -errno;
-    if (srv->daemon == NULL) {
-        gw_http_deadline_free(srv->deadline);
-        srv->deadline = NULL;
+    if (srv->daemon == NULL)
         return err != 0 ? err : -EADDRNOTAVAIL;
-    }
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(srv->daemon, MHD_DAEMON_INFO_BIND_PORT);
     srv->port = info != NULL ? info->port : srv->opts.port;
     NL_LOG(NL_INFO, "http_listening", "host=%s port=%u auth=%s", srv->host, srv->port,
@@ -775,8 +776,6 @@ void gw_http_stop(gw_http_t *srv)
         NL_LOG(NL_WARN, "http_stop_undrained", "port=%u", srv->port);
     MHD_stop_daemon(srv->daemon);
     srv->daemon = NULL;
-    gw_http_deadline_free(srv->deadline);
-    srv->deadline = NULL;
     NL_LOG(NL_INFO, "http_stopped", "port=%u", srv->port);
 }
 
@@ -785,6 +784,7 @@ void gw_http_free(gw_http_t *srv)
     if (srv == NULL)
         return;
     gw_http_stop(srv);
+    gw_http_deadline_free(srv->deadline); /* every connection is closed: the list is empty */
     for (size_t i = 0; i < srv->n_routes; i++)
         free(srv->routes[i].path);
     pthread_cond_destroy(&srv->drained);

@@ -62,7 +62,7 @@ typedef struct gw_http_stats_s {
     uint64_t too_large;    /* 413 */
     uint64_t suspended;    /* handlers that answered after returning */
     uint64_t pending;      /* requests waiting for gw_http_respond right now */
-    uint64_t timed_out;    /* connections cut off by the request deadline (since this start) */
+    uint64_t timed_out;    /* connections cut off by the request deadline */
 } gw_http_stats_t;
 
 /* Creates a server (not yet listening) with a copy of opts.

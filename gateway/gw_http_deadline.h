@@ -37,7 +37,8 @@ typedef struct gw_http_deadline_s gw_http_deadline_t;
  * Ownership: *out is the caller's; gw_http_deadline_free. */
 int gw_http_deadline_new(gw_http_deadline_t **out, uint64_t timeout_ms);
 
-/* Stops the thread and frees d. NULL is fine. Call after MHD_stop_daemon. Thread: owner. */
+/* Stops the thread and frees d. NULL is fine. Call after MHD_stop_daemon, once nothing reads
+ * gw_http_deadline_timed_out any more. Thread: owner. */
 void gw_http_deadline_free(gw_http_deadline_t *d);
 
 /* libmicrohttpd's MHD_OPTION_NOTIFY_CONNECTION callback; cls is the tracker. Thread: MHD's. */
