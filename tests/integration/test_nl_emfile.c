@@ -268,6 +268,29 @@ static uint64_t mono_ms(void)
     return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
+/* The parent of the running test, for the teardown: a failed assertion skips the test's own
+ * cleanup, and the next test's child, a fork (which keeps even close-on-exec descriptors),
+ * would inherit the leftover connections and start over its descriptor limit. Tests keep
+ * their parent_t in static storage so that it outlives the failed test's frame. */
+static parent_t *running;
+
+static int parent_teardown(void **state)
+{
+    (void)state;
+    parent_t *pa = running;
+    running = NULL;
+    if (pa == NULL)
+        return 0;
+    for (int i = 0; i < pa->conn_count; i++)
+        close(pa->conns[i]);
+    pa->conn_count = 0;
+    (void)kill(pa->pid, SIGKILL);
+    (void)waitpid(pa->pid, NULL, 0);
+    close(pa->req_fd);
+    close(pa->rep_fd);
+    return 0;
+}
+
 static void parent_start(parent_t *pa)
 {
     int req[2];
@@ -285,6 +308,7 @@ static void parent_start(parent_t *pa)
     close(rep[1]);
     pa->req_fd = req[1];
     pa->rep_fd = rep[0];
+    running = pa;
     read_exact(pa->rep_fd, &pa->port, sizeof(pa->port));
 }
 
@@ -300,12 +324,14 @@ static void parent_stop(parent_t *pa)
     assert_int_equal(WTERMSIG(status), SIGTERM);
     close(pa->req_fd);
     close(pa->rep_fd);
+    running = NULL;
 }
 
 static void test_nl_emfile_survives_and_recovers(void **state)
 {
     (void)state;
-    parent_t pa = {0};
+    static parent_t pa;
+    memset(&pa, 0, sizeof(pa));
     parent_start(&pa);
     /* Open echoed connections until the child runs out of descriptors. */
     int served = 0;
@@ -367,7 +393,9 @@ static void test_nl_emfile_survives_and_recovers(void **state)
 static void test_nl_emfile_max_fd_keeps_reserve(void **state)
 {
     (void)state;
-    parent_t pa = {.max_fd = CHILD_MAX_FD};
+    static parent_t pa;
+    memset(&pa, 0, sizeof(pa));
+    pa.max_fd = CHILD_MAX_FD;
     parent_start(&pa);
     int served = 0;
     int refused_fd = -1;
@@ -403,8 +431,8 @@ static void test_nl_emfile_max_fd_keeps_reserve(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_nl_emfile_survives_and_recovers),
-        cmocka_unit_test(test_nl_emfile_max_fd_keeps_reserve),
+        cmocka_unit_test_teardown(test_nl_emfile_survives_and_recovers, parent_teardown),
+        cmocka_unit_test_teardown(test_nl_emfile_max_fd_keeps_reserve, parent_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
