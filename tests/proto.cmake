@@ -34,17 +34,7 @@ if(HERALD_PROTOC AND EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/integration/proto_tool.c
 endif()
 
 # The decoder's fuzz target: clang only, with -DHERALD_FUZZ=ON (scripts/test.sh builds it in
-# the ASan+UBSan configuration). Runs 60 s on a copy of the seed corpus so the source tree
-# is never written; crash artifacts land in this build directory.
+# the ASan+UBSan configuration). It links proto_fuzz, the codec compiled with coverage hooks.
 if(HERALD_FUZZ AND TARGET proto_fuzz)
-    add_executable(fuzz_proto_frame fuzz/fuzz_proto_frame.c)
-    target_compile_options(fuzz_proto_frame PRIVATE -fsanitize=fuzzer)
-    target_link_options(fuzz_proto_frame PRIVATE -fsanitize=fuzzer)
-    target_link_libraries(fuzz_proto_frame PRIVATE herald_build proto_fuzz)
-    add_test(NAME fuzz_proto_frame
-             COMMAND sh -c "d=$(mktemp -d) && cp \"$1\"/* \"$d\"/ && \"$2\" -max_total_time=60 -timeout=10 -artifact_prefix=\"$3\"/fuzz_proto_frame- \"$d\"; rc=$?; rm -rf \"$d\"; exit $rc"
-                     fuzz_proto_frame ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/corpus_proto_frame
-                     $<TARGET_FILE:fuzz_proto_frame> ${CMAKE_CURRENT_BINARY_DIR})
-    set_tests_properties(fuzz_proto_frame PROPERTIES TIMEOUT 120 LABELS fuzz
-        ENVIRONMENT "UBSAN_OPTIONS=print_stacktrace=1 halt_on_error=1;ASAN_OPTIONS=detect_leaks=1")
+    herald_fuzz(fuzz_proto_frame SOURCES fuzz/fuzz_proto_frame.c LIBS proto_fuzz SECONDS 60)
 endif()
