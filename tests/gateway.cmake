@@ -15,3 +15,11 @@ if(TARGET gateway_core)
     herald_unit(test_gw_sub LIBS gateway_core LABELS unit)
     herald_unit(test_gw_chantab LIBS gateway_core LABELS unit)
 endif()
+
+# Fuzz targets for what clients and operators hand the gateway. Each compiles the modules it
+# tests into itself, so that they carry the fuzzer's coverage hooks (gateway_core does not).
+if(HERALD_FUZZ AND TARGET gateway_core AND CMAKE_C_COMPILER_ID MATCHES "Clang")
+    set(gw_dir ${PROJECT_SOURCE_DIR}/gateway)
+    herald_fuzz(fuzz_gw_channel_name SOURCES fuzz/fuzz_gw_channel_name.c
+                ${gw_dir}/gw_channel_name.c LIBS netlib INCLUDES ${gw_dir} SECONDS 5)
+endif()
