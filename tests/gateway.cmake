@@ -22,4 +22,8 @@ if(HERALD_FUZZ AND TARGET gateway_core AND CMAKE_C_COMPILER_ID MATCHES "Clang")
     set(gw_dir ${PROJECT_SOURCE_DIR}/gateway)
     herald_fuzz(fuzz_gw_channel_name SOURCES fuzz/fuzz_gw_channel_name.c
                 ${gw_dir}/gw_channel_name.c LIBS netlib INCLUDES ${gw_dir} SECONDS 5)
+    herald_fuzz(fuzz_gw_token SOURCES fuzz/fuzz_gw_token.c ${gw_dir}/gw_token.c
+                ${gw_dir}/gw_channel_name.c
+                LIBS netlib OpenSSL::Crypto PkgConfig::GW_TEST_JANSSON INCLUDES ${gw_dir}
+                DICT fuzz/fuzz_gw_token.dict SECONDS 5)
 endif()
