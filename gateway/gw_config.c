@@ -177,6 +177,27 @@ static int apply_choice(const setting_t *s, char *field, const char *value, char
     return 0;
 }
 
+/*
+ * Whether text can be written as a value in the config file and read back the same, which
+ * gw_config_print promises. inih drops blanks around a value, takes ';' after a blank (or
+ * first, since "key = ;x" has a blank before it) for a comment, and a newline ends the line.
+ * A file cannot set such a value, so the environment and the flags may not either: a
+ * node_id of "x\n[auth]\ninsecure = true" would otherwise print as two settings. Control
+ * bytes are refused whole, which keeps them out of log lines as well.
+ */
+static bool value_fits_file(const char *text)
+{
+    size_t len = strlen(text);
+    if (len > 0 && (text[0] == ' ' || text[len - 1] == ' ' || text[0] == ';'))
+        return false;
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)text[i];
+        if (c < 0x20 || c == 0x7f || (c == ';' && i > 0 && text[i - 1] == ' '))
+            return false;
+    }
+    return true;
+}
+
 /* Stores value into the field of s in cfg. On error writes a message to msg (never echoing a
  * secret) and leaves cfg unchanged. */
 static int setting_apply(const setting_t *s, gw_config_t *cfg, const char *value, char *msg)
@@ -188,6 +209,10 @@ static int setting_apply(const setting_t *s, gw_config_t *cfg, const char *value
             snprintf(msg, MSG_MAX, "value longer than %zu bytes", s->off2 - 1);
             return -EINVAL;
         }
+        if (!value_fits_file(value)) {
+            snprintf(msg, MSG_MAX, "value has a control byte, an outer blank or a ' ;'");
+            return -EINVAL;
+        }
         strcpy(field, value);
         return 0;
     case T_HOSTPORT: {
@@ -196,6 +221,10 @@ static int setting_apply(const setting_t *s, gw_config_t *cfg, const char *value
         if (gw_config_parse_hostport(value, host, sizeof(host), &port) != 0) {
             snprintf(msg, MSG_MAX, "'%s' is not HOST:PORT (host up to %zu bytes, port 0..65535)",
                      value, sizeof(host) - 1);
+            return -EINVAL;
+        }
+        if (!value_fits_file(host)) {
+            snprintf(msg, MSG_MAX, "host has a control byte, an outer blank or a ' ;'");
             return -EINVAL;
         }
         strcpy(field, host);

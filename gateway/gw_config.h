@@ -15,6 +15,9 @@
  * Values: durations take a unit, "500ms", "25s", "1m", "1h" (a bare number is milliseconds);
  * sizes take "64k"/"64KiB"/"64KB", "1m"/"1MiB", "1g" (binary multiples; a bare number is
  * bytes); booleans are true/false, yes/no, on/off, 1/0; HOST:PORT values take "[v6]:port".
+ * Text values (hosts, node id, secrets) may hold no control byte, no blank at either end and
+ * no ';' first or after a blank, from any source: the config file could not hold them, and
+ * gw_config_print must write a file that reloads to the same config.
  *
  * Decisions worth knowing:
  *   - admin api_key empty (the default): the admin port still answers /healthz, and refuses

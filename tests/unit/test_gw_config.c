@@ -575,6 +575,70 @@ static void test_gw_config_print_round_trip(void **state)
     unlink(path);
 }
 
+/* Prints c with its secrets to a file and loads that over the defaults into *out. */
+static void print_and_reload(const gw_config_t *c, gw_config_t *out)
+{
+    char path[64];
+    test_write_temp(path, "");
+    FILE *fp = fopen(path, "w");
+    assert_non_null(fp);
+    gw_config_print(c, fp, true);
+    fclose(fp);
+    gw_config_init(out);
+    assert_int_equal(gw_config_load_file(out, path, stderr), 0);
+    unlink(path);
+}
+
+/* A string the config file cannot hold (fuzz_gw_config found HERALD_NODE_ID="\n"): a newline,
+ * other control bytes, outer blanks, ';' after a blank. The environment and the flags refuse
+ * it as the file would, or gw_config_print writes a file that reloads differently; with a
+ * newline, one that even sets other keys. */
+static void test_gw_config_refuses_values_a_file_cannot_hold(void **state)
+{
+    (void)state;
+    static const char *const bad[] = {
+        "HERALD_NODE_ID=x\n[auth]\ninsecure = true",
+        "HERALD_NODE_ID=\n",
+        "HERALD_ADMIN_API_KEY=key\r",
+        "HERALD_TOKEN_SECRET=0123456789abcdef\t",
+        "HERALD_TOKEN_SECRET= 0123456789abcdef",
+        "HERALD_TOKEN_SECRET=0123456789abcdef ",
+        "HERALD_TOKEN_SECRET=0123456789abcdef ;x",
+        "HERALD_REDIS_HOST=;redis",
+        "HERALD_REDIS_HOST=red\x7fis",
+        "HERALD_LISTEN= 10.0.0.1:1",
+        "HERALD_ADMIN=[x\ny]:1",
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        char *envp[] = {(char *)bad[i], NULL};
+        gw_config_t c;
+        gw_config_t def;
+        gw_config_init(&c);
+        gw_config_init(&def);
+        if (gw_config_load_env(&c, envp, NULL) != -EINVAL)
+            fail_msg("accepted: %s", bad[i]);
+        assert_memory_equal(&c, &def, sizeof(c));
+    }
+    /* Blanks and ';' inside a value are fine, and survive the file. */
+    char *good[] = {(char *)"HERALD_NODE_ID=a b;c",
+                    (char *)"HERALD_TOKEN_SECRET=01234567 89;abcdef", NULL};
+    gw_config_t c;
+    gw_config_init(&c);
+    assert_int_equal(gw_config_load_env(&c, good, NULL), 0);
+    assert_string_equal(c.node_id, "a b;c");
+    gw_config_t again;
+    print_and_reload(&c, &again);
+    assert_string_equal(again.node_id, "a b;c");
+    assert_string_equal(again.token_secret, "01234567 89;abcdef");
+    assert_false(again.is_insecure);
+
+    /* The flags go through the same check. */
+    char *argv[] = {(char *)"herald", (char *)"--node-id", (char *)"n\n1", NULL};
+    gw_config_init(&c);
+    assert_int_equal(gw_config_load_args(&c, 3, argv, NULL, NULL), -EINVAL);
+    assert_string_equal(c.node_id, "");
+}
+
 static void test_gw_config_example_file_is_valid(void **state)
 {
     (void)state;
@@ -612,6 +676,7 @@ int main(void)
         cmocka_unit_test(test_gw_config_validate),
         cmocka_unit_test(test_gw_config_usage_names_every_source),
         cmocka_unit_test(test_gw_config_print_round_trip),
+        cmocka_unit_test(test_gw_config_refuses_values_a_file_cannot_hold),
         cmocka_unit_test(test_gw_config_example_file_is_valid),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
