@@ -16,9 +16,11 @@ if(TARGET gateway_core)
     herald_unit(test_gw_chantab LIBS gateway_core LABELS unit)
 endif()
 
-# Fuzz targets for what clients and operators hand the gateway. Each compiles the modules it
-# tests into itself, so that they carry the fuzzer's coverage hooks (gateway_core does not).
+# Fuzz targets for what clients and operators hand the gateway: tokens, channel names, the
+# config file and HERALD_* variables. Each compiles the modules it tests into itself, so that
+# they carry the fuzzer's coverage hooks (gateway_core does not).
 if(HERALD_FUZZ AND TARGET gateway_core AND CMAKE_C_COMPILER_ID MATCHES "Clang")
+    pkg_check_modules(GW_FUZZ_INIH REQUIRED IMPORTED_TARGET inih)
     set(gw_dir ${PROJECT_SOURCE_DIR}/gateway)
     herald_fuzz(fuzz_gw_channel_name SOURCES fuzz/fuzz_gw_channel_name.c
                 ${gw_dir}/gw_channel_name.c LIBS netlib INCLUDES ${gw_dir} SECONDS 5)
@@ -26,4 +28,8 @@ if(HERALD_FUZZ AND TARGET gateway_core AND CMAKE_C_COMPILER_ID MATCHES "Clang")
                 ${gw_dir}/gw_channel_name.c
                 LIBS netlib OpenSSL::Crypto PkgConfig::GW_TEST_JANSSON INCLUDES ${gw_dir}
                 DICT fuzz/fuzz_gw_token.dict SECONDS 5)
+    herald_fuzz(fuzz_gw_config SOURCES fuzz/fuzz_gw_config.c ${gw_dir}/gw_config.c
+                ${gw_dir}/gw_config_value.c ${gw_dir}/gw_config_defaults.c
+                ${gw_dir}/gw_channel_name.c
+                LIBS netlib PkgConfig::GW_FUZZ_INIH INCLUDES ${gw_dir} SECONDS 5)
 endif()

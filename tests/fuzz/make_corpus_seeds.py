@@ -82,6 +82,8 @@ def config():
         "file_errors": b"\x01" + b"orphan = 1\n[server]\nport = 70000\nport = 1\njust words\n"
                        b"[limits\n[nosuch]\na = 1\n",
         "env": b"\x02" + b"\x00".join(env),
+        # fuzz_gw_config's first finding: a node id the config file cannot hold.
+        "repro_env_newline": b"\x02" + b"HERALD_NODE_ID=\n",
     }
     if len(example) < 4095:
         seeds["file_example"] = b"\x01" + example
