@@ -4,6 +4,11 @@ if(TARGET herald-loadgen AND EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_lg_wir
     herald_test(test_lg_wire SOURCES unit/test_lg_wire.c ${PROJECT_SOURCE_DIR}/loadgen/lg_wire.c
                 LIBS proto LABELS unit)
     target_include_directories(test_lg_wire PRIVATE ${PROJECT_SOURCE_DIR}/loadgen)
+    # The receive fast path against protobuf-c, differentially (tests/fuzz/fuzz_lg_wire.c).
+    if(HERALD_FUZZ AND TARGET proto_fuzz)
+        herald_fuzz(fuzz_lg_wire SOURCES fuzz/fuzz_lg_wire.c ${PROJECT_SOURCE_DIR}/loadgen/lg_wire.c
+                    LIBS proto_fuzz INCLUDES ${PROJECT_SOURCE_DIR}/loadgen SECONDS 5)
+    endif()
 endif()
 
 # The integration test needs both programs; herald exists once gateway/main.c does.
