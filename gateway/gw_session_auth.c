@@ -21,8 +21,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <jansson.h>
-
 #include "gw_channel_name.h"
 #include "gw_node.h"
 #include "gw_session.h"
@@ -246,75 +244,15 @@ static void auth_done(void *arg, int status)
     free(req);
 }
 
-static int b64url_value(unsigned char c)
-{
-    if (c >= 'A' && c <= 'Z')
-        return c - 'A';
-    if (c >= 'a' && c <= 'z')
-        return c - 'a' + 26;
-    if (c >= '0' && c <= '9')
-        return c - '0' + 52;
-    return c == '-' ? 62 : c == '_' ? 63 : -1;
-}
-
-/* Decodes unpadded base64url; returns the decoded length or -1. out holds len * 3 / 4 + 3. */
-static ssize_t b64url_decode(const char *in, size_t len, unsigned char *out)
-{
-    size_t n = 0;
-    uint32_t acc = 0;
-    int bits = 0;
-    for (size_t i = 0; i < len; i++) {
-        int v = b64url_value((unsigned char)in[i]);
-        if (v < 0)
-            return -1;
-        acc = (acc << 6) | (uint32_t)v;
-        bits += 6;
-        if (bits >= 8) {
-            bits -= 8;
-            out[n++] = (unsigned char)(acc >> bits);
-        }
-    }
-    return (ssize_t)n;
-}
-
-/* Insecure mode: the sub claim of a JWT-shaped token, unverified, into out (GW_TOKEN_SUB_MAX
- * + 1 bytes). Returns its length, or 0 when the token is not a JWT with a usable sub. */
-static size_t auth_insecure_sub(const char *token, size_t len, char *out)
-{
-    const char *dot1 = memchr(token, '.', len);
-    const char *dot2 = dot1 ? memchr(dot1 + 1, '.', len - (size_t)(dot1 + 1 - token)) : NULL;
-    if (!dot2 || len > GW_TOKEN_MAX_BYTES)
-        return 0;
-    unsigned char claims[GW_TOKEN_MAX_BYTES];
-    ssize_t n = b64url_decode(dot1 + 1, (size_t)(dot2 - dot1 - 1), claims);
-    if (n <= 0)
-        return 0;
-    json_t *root = json_loadb((const char *)claims, (size_t)n, 0, NULL);
-    const char *sub = json_string_value(json_object_get(root, "sub"));
-    size_t sub_len = sub ? strlen(sub) : 0;
-    if (sub_len > GW_TOKEN_SUB_MAX)
-        sub_len = 0;
-    if (sub_len)
-        memcpy(out, sub, sub_len + 1);
-    json_decref(root);
-    return sub_len;
-}
-
 void gw_session_connect(gw_loop_t *lp, gw_session_t *s, const Herald__Frame *f, nl_buf_t *in)
 {
     const gw_config_t *cfg = &lp->node->cfg;
     const char *token = f->connect && f->connect->token ? f->connect->token : "";
     size_t len = strlen(token);
     if (cfg->is_insecure) {
-        char sub[GW_TOKEN_SUB_MAX + 1];
-        size_t user_len = auth_insecure_sub(token, len, sub);
-        if (user_len > 0)
-            (void)auth_accept(lp, s, f->id, sub, user_len, NULL, 0, 0, 0);
-        else if (len > 0)
-            (void)auth_accept(lp, s, f->id, token, len > GW_TOKEN_SUB_MAX ? GW_TOKEN_SUB_MAX : len,
-                              NULL, 0, 0, 0);
-        else
-            (void)auth_accept(lp, s, f->id, "anonymous", 9, NULL, 0, 0, 0);
+        char user[GW_TOKEN_SUB_MAX + 1];
+        size_t user_len = gw_token_insecure_user(token, len, user);
+        (void)auth_accept(lp, s, f->id, user, user_len, NULL, 0, 0, 0);
         return;
     }
     if (len == 0 || len > GW_TOKEN_MAX_BYTES) {

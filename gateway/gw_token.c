@@ -293,6 +293,34 @@ done:
     return rc;
 }
 
+size_t gw_token_insecure_user(const char *token, size_t len, char *out)
+{
+    const char *dot1 = len <= GW_TOKEN_MAX_BYTES ? memchr(token, '.', len) : NULL;
+    const char *dot2 = dot1 ? memchr(dot1 + 1, '.', len - (size_t)(dot1 + 1 - token)) : NULL;
+    if (dot2 != NULL) {
+        pthread_once(&json_seed_once, json_seed);
+        unsigned char buf[DECODED_MAX];
+        json_t *claims = decode_object(dot1 + 1, (size_t)(dot2 - dot1 - 1), buf);
+        const char *sub = json_string_value(json_object_get(claims, "sub"));
+        size_t sub_len = sub != NULL ? strlen(sub) : 0;
+        if (sub_len > 0 && sub_len <= GW_TOKEN_SUB_MAX)
+            memcpy(out, sub, sub_len + 1);
+        else
+            sub_len = 0;
+        json_decref(claims);
+        if (sub_len > 0)
+            return sub_len;
+    }
+    if (len == 0) {
+        memcpy(out, "anonymous", 10);
+        return 9;
+    }
+    size_t n = len > GW_TOKEN_SUB_MAX ? GW_TOKEN_SUB_MAX : len;
+    memcpy(out, token, n);
+    out[n] = '\0';
+    return n;
+}
+
 bool gw_token_claims_allow(const gw_token_claims_t *claims, const char *name, size_t len)
 {
     for (size_t i = 0; i < claims->channel_count; i++) {

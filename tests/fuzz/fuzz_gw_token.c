@@ -15,6 +15,9 @@
  *   - exp is in the future; every pattern is valid for max_channel_bytes, NUL-terminated at
  *     its length, inside channel_bytes, and allows a name it covers;
  *   - the claims re-signed by gw_token_sign verify to the same sub, exp and patterns.
+ * In mode 0 it also derives insecure mode's user id from the input (gw_token_insecure_user),
+ * which must be 1..GW_TOKEN_SUB_MAX bytes and, for a token that is UTF-8 without NUL (what
+ * proto_frame lets through in Connect), UTF-8 too: it goes back in ConnectOk.user_id.
  */
 #include <errno.h>
 #include <stdbool.h>
@@ -70,6 +73,41 @@ static size_t make_token(const uint8_t *header, size_t hlen, const uint8_t *clai
     out[k++] = '.';
     k += b64url(mac, mac_len, out + k);
     return k;
+}
+
+/* Strict UTF-8 without NUL: what a protobuf string field may carry (see proto_frame.c). */
+static bool is_utf8_no_nul(const uint8_t *s, size_t n)
+{
+    static const uint8_t lead_bits[] = {0x7f, 0x1f, 0x0f, 0x07};
+    static const uint32_t min[] = {0, 0x80, 0x800, 0x10000};
+    for (size_t i = 0; i < n;) {
+        uint8_t c = s[i];
+        size_t more = c < 0x80 ? 0 : (c & 0xe0) == 0xc0 ? 1 : (c & 0xf0) == 0xe0 ? 2 : 3;
+        if (c == 0 || (c & 0xc0) == 0x80 || c >= 0xf8 || n - i - 1 < more)
+            return false;
+        uint32_t cp = c & lead_bits[more];
+        for (size_t k = 1; k <= more; k++) {
+            if ((s[i + k] & 0xc0) != 0x80)
+                return false;
+            cp = (cp << 6) | (s[i + k] & 0x3fu);
+        }
+        if (cp < min[more] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+            return false;
+        i += more + 1;
+    }
+    return true;
+}
+
+/* Insecure mode's user id for a token as gw_session_connect passes it (no NUL inside). */
+static void check_insecure_user(const char *token, size_t len)
+{
+    if (memchr(token, '\0', len) != NULL)
+        return;
+    char user[GW_TOKEN_SUB_MAX + 1];
+    size_t n = gw_token_insecure_user(token, len, user);
+    NL_ASSERT(n >= 1 && n <= GW_TOKEN_SUB_MAX && strlen(user) == n);
+    if (is_utf8_no_nul((const uint8_t *)token, len))
+        NL_ASSERT(is_utf8_no_nul((const uint8_t *)user, n));
 }
 
 /* A name the pattern covers: the pattern itself, its prefix, or "x" for "*". */
@@ -156,6 +194,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     } else {
         len = size < sizeof(token) ? size : sizeof(token);
         memcpy(token, data, len);
+        check_insecure_user(token, len);
     }
     gw_token_claims_t claims;
     gw_token_err_t rc =

@@ -51,6 +51,8 @@ def token():
                          b"e-DhLfSGNJKXwvrP2IIIIwgsMniOlrb0rofH76z_w00"),
         "raw_alg_none": raw(b"eyJhbGciOiJub25lIn0.eyJzdWIiOiJhIn0.x"),
         "raw_dots": raw(b"a..b"),
+        # Not a JWT: insecure mode takes its first 128 bytes as the user id.
+        "raw_opaque": raw(b"opaque-" * 19 + "\u00e9t\u00e9".encode()),
         "signed_channels": signed(None, {"sub": "alice", "exp": exp,
                                          "channels": ["news", "chat:*", "*"]}),
         "signed_header": signed({"alg": "HS256", "typ": "JWT", "kid": "k1"},
