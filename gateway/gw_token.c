@@ -311,11 +311,15 @@ size_t gw_token_insecure_user(const char *token, size_t len, char *out)
         if (sub_len > 0)
             return sub_len;
     }
-    if (len == 0) {
+    /* The cut goes back to a character boundary: the user id returns in ConnectOk.user_id,
+     * a protobuf string, and half a character there makes clients refuse the frame. */
+    size_t n = len > GW_TOKEN_SUB_MAX ? GW_TOKEN_SUB_MAX : len;
+    while (n > 0 && n < len && ((unsigned char)token[n] & 0xc0) == 0x80)
+        n--;
+    if (n == 0) {
         memcpy(out, "anonymous", 10);
         return 9;
     }
-    size_t n = len > GW_TOKEN_SUB_MAX ? GW_TOKEN_SUB_MAX : len;
     memcpy(out, token, n);
     out[n] = '\0';
     return n;

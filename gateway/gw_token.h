@@ -86,8 +86,9 @@ ssize_t gw_token_sign(const char *sub, const char *const *channels, size_t n, in
 
 /* Insecure mode's user id for token[0..len), read with no verification at all: the sub claim
  * of a JWT-shaped token when it is a string of 1..GW_TOKEN_SUB_MAX bytes, else the token's
- * first GW_TOKEN_SUB_MAX bytes, else "anonymous" for an empty token. Writes it and a NUL to
- * out (GW_TOKEN_SUB_MAX + 1 bytes). Never use it where tokens are verified.
+ * first GW_TOKEN_SUB_MAX bytes (fewer if that would split a UTF-8 character), else
+ * "anonymous" for an empty token. Writes it and a NUL to out (GW_TOKEN_SUB_MAX + 1 bytes).
+ * Never use it where tokens are verified.
  * Returns: its length, 1..GW_TOKEN_SUB_MAX. Thread: any. Ownership: out is the caller's. */
 size_t gw_token_insecure_user(const char *token, size_t len, char *out);
 

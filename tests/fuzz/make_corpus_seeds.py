@@ -53,6 +53,10 @@ def token():
         "raw_dots": raw(b"a..b"),
         # Not a JWT: insecure mode takes its first 128 bytes as the user id.
         "raw_opaque": raw(b"opaque-" * 19 + "\u00e9t\u00e9".encode()),
+        # fuzz_gw_token's finding: insecure mode cut a character at byte 128 of the token.
+        "repro_insecure_user_cut": (b'"scc","ssc",malformsc","U","c","U","s","s;sissc","ss"c",'
+                                    b'"U","s","s;sissc","ss\xf0\x9f\x98\x80c",","*","7ss:*",'
+                                    b'"U:*"]},"U","s","s;sissc","ss\xf0\x9f\x98\x80,'),
         "signed_channels": signed(None, {"sub": "alice", "exp": exp,
                                          "channels": ["news", "chat:*", "*"]}),
         "signed_header": signed({"alg": "HS256", "typ": "JWT", "kid": "k1"},

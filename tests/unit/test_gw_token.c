@@ -343,6 +343,37 @@ static void test_gw_token_bounds(void **state)
                      GW_TOKEN_ERR_CLAIMS);
 }
 
+/* Insecure mode's user id: the unverified sub, else the token's first 128 bytes cut at a
+ * character boundary (fuzz_gw_token found a 4-byte character split at byte 128, which
+ * made ConnectOk.user_id invalid UTF-8), else "anonymous". */
+static void test_gw_token_insecure_user(void **state)
+{
+    (void)state;
+    char user[GW_TOKEN_SUB_MAX + 1];
+    assert_int_equal(gw_token_insecure_user(python_token, strlen(python_token), user), 5);
+    assert_string_equal(user, "alice"); /* the signature is not looked at */
+    assert_int_equal(gw_token_insecure_user("", 0, user), 9);
+    assert_string_equal(user, "anonymous");
+    assert_int_equal(gw_token_insecure_user("a.b.c", 5, user), 5);
+    assert_string_equal(user, "a.b.c");
+
+    /* 127 ASCII bytes, then a character whose bytes straddle the cut at 128. */
+    static const char *const tails[] = {"\xc3\xa9", "\xe2\x82\xac", "\xf0\x9f\x98\x80"};
+    for (size_t i = 0; i < sizeof(tails) / sizeof(tails[0]); i++) {
+        char token[GW_TOKEN_SUB_MAX + 8];
+        memset(token, 'a', GW_TOKEN_SUB_MAX - 1);
+        snprintf(token + GW_TOKEN_SUB_MAX - 1, 9, "%sz", tails[i]);
+        assert_int_equal(gw_token_insecure_user(token, strlen(token), user), GW_TOKEN_SUB_MAX - 1);
+        assert_memory_equal(user, token, GW_TOKEN_SUB_MAX - 1);
+    }
+    /* A character that ends at byte 128 stays whole. */
+    char token[GW_TOKEN_SUB_MAX + 8];
+    memset(token, 'a', GW_TOKEN_SUB_MAX - 2);
+    snprintf(token + GW_TOKEN_SUB_MAX - 2, 9, "\xc3\xa9zz");
+    assert_int_equal(gw_token_insecure_user(token, strlen(token), user), GW_TOKEN_SUB_MAX);
+    assert_memory_equal(user, token, GW_TOKEN_SUB_MAX);
+}
+
 static void test_gw_token_hash_short(void **state)
 {
     (void)state;
@@ -381,6 +412,7 @@ int main(void)
         cmocka_unit_test(test_gw_token_signature),
         cmocka_unit_test(test_gw_token_claims),
         cmocka_unit_test(test_gw_token_bounds),
+        cmocka_unit_test(test_gw_token_insecure_user),
         cmocka_unit_test(test_gw_token_hash_short),
         cmocka_unit_test(test_gw_token_err_str),
     };
