@@ -12,6 +12,8 @@
  *     gw_config.h promises.
  *   - 2, environment: the text is NUL-separated NAME=value entries, applied as HERALD_*
  *     variables; the same print and reload round trip follows.
+ * A config whose printed form has a line longer than inih's INI_MAX_LINE is not compared:
+ * a secret or a host from the environment may be longer than a file line can hold.
  */
 #include <errno.h>
 #include <inttypes.h>
