@@ -17,6 +17,57 @@ static _Thread_local int tls_loop_id = -1;
 
 static const char *const level_names[] = {"error", "warn", "info", "debug", "trace"};
 
+static bool is_control(unsigned char ch)
+{
+    return ch < 0x20 || ch == 0x7f;
+}
+
+/* Bytes that s[i] takes inside the quotes. */
+static size_t quoted_len(unsigned char ch)
+{
+    return is_control(ch) ? 4 : (ch == '"' || ch == '\\') ? 2 : 1;
+}
+
+const char *nl_log_quote(char *buf, size_t cap, const char *s, size_t len)
+{
+    static const char hex[] = "0123456789abcdef";
+    static const char cut[] = "...";
+    size_t whole = 0;
+    for (size_t i = 0; i < len && whole <= cap; i++)
+        whole += quoted_len((unsigned char)s[i]);
+    /* Bytes that may hold s's characters: all but the two quotes and the NUL, less the cut
+     * mark when s does not fit whole. */
+    size_t room = cap - 3;
+    if (whole > room)
+        room -= sizeof(cut) - 1;
+    size_t n = 0;
+    buf[n++] = '"';
+    size_t i = 0;
+    for (; i < len; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        size_t need = quoted_len(ch);
+        if (n - 1 + need > room)
+            break;
+        if (need == 4) {
+            buf[n++] = '\\';
+            buf[n++] = 'x';
+            buf[n++] = hex[ch >> 4];
+            buf[n++] = hex[ch & 15];
+            continue;
+        }
+        if (need == 2)
+            buf[n++] = '\\';
+        buf[n++] = (char)ch;
+    }
+    if (i < len) {
+        memcpy(buf + n, cut, sizeof(cut) - 1);
+        n += sizeof(cut) - 1;
+    }
+    buf[n++] = '"';
+    buf[n] = '\0';
+    return buf;
+}
+
 void nl_log_set_level(nl_log_level_t level)
 {
     __atomic_store_n(&nl_log_threshold, (int)level, __ATOMIC_RELAXED);
@@ -50,9 +101,8 @@ void nl_log_write(nl_log_level_t level, const char *mod, const char *ev, const c
     int lvl = (int)level;
     if (lvl < 0 || lvl > NL_TRACE)
         lvl = NL_ERROR;
-    int n = snprintf(line, sizeof(line),
-                     "ts=%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ level=%s mod=%s", tm.tm_year + 1900,
-                     tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+    int n = snprintf(line, sizeof(line), "ts=%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ level=%s mod=%s",
+                     tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
                      ts.tv_nsec / 1000000, level_names[lvl], mod);
     if (tls_loop_id >= 0 && n < (int)sizeof(line))
         n += snprintf(line + n, sizeof(line) - (size_t)n, " loop=%d", tls_loop_id);
@@ -67,6 +117,10 @@ void nl_log_write(nl_log_level_t level, const char *mod, const char *ev, const c
     }
     if (n > (int)sizeof(line) - 1)
         n = (int)sizeof(line) - 1;
+    for (int i = 0; i < n; i++) {
+        if (is_control((unsigned char)line[i]))
+            line[i] = '?';
+    }
     line[n++] = '\n';
     /* One write: short writes to stderr are not retried, a log line is not worth a loop. */
     ssize_t w = write(STDERR_FILENO, line, (size_t)n);
