@@ -114,8 +114,9 @@ int gw_session_send(gw_loop_t *lp, gw_session_t *s, const Herald__Frame *f)
          * but does not read the answers. An answer cannot be dropped like a Push, so the
          * connection goes, as a slow consumer; its subscriptions go in on_close, since this
          * may run inside a delivery loop. */
+        char q[NL_LOG_QUOTE_MAX];
         NL_LOG(NL_DEBUG, "slow_consumer_replies", "conn=%" PRIu64 " user=%s", nl_conn_id(s->conn),
-               gw_session_user(s));
+               gw_session_user_quoted(s, q));
         s->state = GW_SESSION_CLOSING;
         s->close_reason = GW_CLOSE_SLOW_CONSUMER;
         nl_conn_close(s->conn, -ENOBUFS);
@@ -580,8 +581,9 @@ static bool session_slow(gw_loop_t *lp, gw_session_t *s)
         lp->stats.slow_drops++;
         if (!(s->flags & GW_SESSION_IS_DROPPING)) {
             s->flags |= GW_SESSION_IS_DROPPING;
+            char q[NL_LOG_QUOTE_MAX];
             NL_LOG(NL_DEBUG, "slow_consumer_dropping", "conn=%" PRIu64 " user=%s",
-                   nl_conn_id(s->conn), gw_session_user(s));
+                   nl_conn_id(s->conn), gw_session_user_quoted(s, q));
         }
         return false;
     }
@@ -606,8 +608,9 @@ static bool session_slow(gw_loop_t *lp, gw_session_t *s)
         lp->leaving = v;
         lp->cap_leaving = cap;
     }
+    char q[NL_LOG_QUOTE_MAX];
     NL_LOG(NL_DEBUG, "slow_consumer_disconnect", "conn=%" PRIu64 " user=%s queued=%zu",
-           nl_conn_id(s->conn), gw_session_user(s), nl_conn_output_bytes(s->conn));
+           nl_conn_id(s->conn), gw_session_user_quoted(s, q), nl_conn_output_bytes(s->conn));
     session_close_gracefully(lp, s, GW_CLOSE_SLOW_CONSUMER, HERALD__DISCONNECT__CODE__SLOW_CONSUMER,
                              "slow consumer", true, true,
                              (uint32_t)lp->node->cfg.slow_consumer_linger_ms);

@@ -22,6 +22,7 @@
 #include "herald.pb-c.h"
 #include "netlib/nl_buf.h"
 #include "netlib/nl_conn.h"
+#include "netlib/nl_log.h"
 #include "netlib/nl_wheel.h"
 
 typedef enum gw_session_state_e {
@@ -113,6 +114,13 @@ bool gw_session_allows(const gw_session_t *s, const char *name, size_t len);
 static inline const char *gw_session_user(const gw_session_t *s)
 {
     return s->user_len ? s->data : "";
+}
+
+/* The user id as a quoted log value (a token's sub may hold any character) in buf, which
+ * holds NL_LOG_QUOTE_MAX bytes. */
+static inline const char *gw_session_user_quoted(const gw_session_t *s, char *buf)
+{
+    return nl_log_quote(buf, NL_LOG_QUOTE_MAX, gw_session_user(s), s->user_len);
 }
 
 #endif
