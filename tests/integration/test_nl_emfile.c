@@ -327,26 +327,34 @@ static void parent_stop(parent_t *pa)
     running = NULL;
 }
 
+/* Opens echoed connections (kept in pa->conns) until the child refuses one; returns how many
+ * it served. */
+static int fill_until_refused(parent_t *pa)
+{
+    int served = 0;
+    int refused_fd = -1;
+    while (pa->conn_count < MAX_CONNS) {
+        int fd = tcp_connect(pa->port);
+        if (!probe(fd)) {
+            refused_fd = fd;
+            break;
+        }
+        pa->conns[pa->conn_count++] = fd;
+        served++;
+    }
+    assert_true(refused_fd >= 0);
+    close(refused_fd);
+    return served;
+}
+
 static void test_nl_emfile_survives_and_recovers(void **state)
 {
     (void)state;
     static parent_t pa;
     memset(&pa, 0, sizeof(pa));
     parent_start(&pa);
-    /* Open echoed connections until the child runs out of descriptors. */
-    int served = 0;
-    int refused_fd = -1;
-    while (pa.conn_count < MAX_CONNS) {
-        int fd = tcp_connect(pa.port);
-        if (!probe(fd)) {
-            refused_fd = fd;
-            break;
-        }
-        pa.conns[pa.conn_count++] = fd;
-        served++;
-    }
-    assert_true(refused_fd >= 0);
-    close(refused_fd);
+    /* Until the child runs out of descriptors. */
+    int served = fill_until_refused(&pa);
     assert_true(served > 10 && served < CHILD_NOFILE);
 
     /* Exhausted: further connections are closed unanswered, paced by the ~100 ms back-off
@@ -397,19 +405,7 @@ static void test_nl_emfile_max_fd_keeps_reserve(void **state)
     memset(&pa, 0, sizeof(pa));
     pa.max_fd = CHILD_MAX_FD;
     parent_start(&pa);
-    int served = 0;
-    int refused_fd = -1;
-    while (pa.conn_count < MAX_CONNS) {
-        int fd = tcp_connect(pa.port);
-        if (!probe(fd)) {
-            refused_fd = fd;
-            break;
-        }
-        pa.conns[pa.conn_count++] = fd;
-        served++;
-    }
-    assert_true(refused_fd >= 0);
-    close(refused_fd);
+    int served = fill_until_refused(&pa);
     child_stats_t st = ask_child(&pa, 's');
     print_message("served=%d emfile_events=%llu free_fds=%llu\n", served,
                   (unsigned long long)st.emfile_events, (unsigned long long)st.free_fds);
