@@ -50,6 +50,10 @@ typedef struct setting_s {
 #define OFF(f) offsetof(gw_config_t, f)
 #define CAP(f) sizeof(((gw_config_t *)0)->f)
 #define MIB (1024ull * 1024ull)
+/* A published body becomes a Push's payload, and PROTOCOL.md lets a client refuse frames over
+ * 16 MiB: the limit keeps 4 KiB for the rest of the Push (a channel name of at most 1 KiB,
+ * offsets, ids and tags), so every message the admin API accepts can be delivered. */
+#define ADMIN_MAX_BODY_LIMIT (16 * MIB - 4096)
 
 /* The ordering matters twice: sections print in this order, and a composite HOST:PORT row
  * comes before its host and port rows so that HERALD_LISTEN_PORT overrides HERALD_LISTEN. */
@@ -90,7 +94,7 @@ static const setting_t settings[] = {
     {"admin", "api_key", "admin_api_key", "api-key", T_STR, OFF(admin_api_key), CAP(admin_api_key),
      0, 0, true, "X-Api-Key for every admin path but /healthz"},
     {"admin", "max_body", "admin_max_body", NULL, T_SIZE, OFF(admin_max_body_bytes), 0, 1024,
-     64 * MIB, false, "largest admin request body"},
+     ADMIN_MAX_BODY_LIMIT, false, "largest admin request body"},
     {"admin", "request_timeout", "admin_request_timeout", NULL, T_DURATION,
      OFF(admin_request_timeout_ms), 0, 100, 3600000, false,
      "an admin request must arrive whole within this, or the connection is cut off"},

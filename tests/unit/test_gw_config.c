@@ -345,6 +345,24 @@ static void test_gw_config_env(void **state)
     free(err.text);
 }
 
+/* [admin] max_body stops where a Push would pass the 16 MiB clients accept (PROTOCOL.md). */
+static void test_gw_config_admin_body_fits_a_push(void **state)
+{
+    (void)state;
+    gw_config_t c;
+    gw_config_init(&c);
+    char *fits[] = {(char *)"HERALD_ADMIN_MAX_BODY=16380k", NULL};
+    assert_int_equal(gw_config_load_env(&c, fits, NULL), 0);
+    assert_int_equal(c.admin_max_body_bytes, 16380 * 1024);
+    char *over[] = {(char *)"HERALD_ADMIN_MAX_BODY=16m", NULL};
+    capture_t err;
+    open_capture(&err);
+    assert_int_equal(gw_config_load_env(&c, over, err.fp), -EINVAL);
+    close_capture(&err);
+    assert_non_null(strstr(err.text, "HERALD_ADMIN_MAX_BODY: '16m'"));
+    free(err.text);
+}
+
 static void test_gw_config_args(void **state)
 {
     (void)state;
@@ -671,6 +689,7 @@ int main(void)
         cmocka_unit_test(test_gw_config_file_values),
         cmocka_unit_test(test_gw_config_check_reports_every_line),
         cmocka_unit_test(test_gw_config_env),
+        cmocka_unit_test(test_gw_config_admin_body_fits_a_push),
         cmocka_unit_test(test_gw_config_args),
         cmocka_unit_test(test_gw_config_load_order),
         cmocka_unit_test(test_gw_config_validate),
