@@ -305,9 +305,32 @@ static int node_client_fd_line(void)
     return limit - reserve;
 }
 
+/* Disconnect{SERVER_FULL}, delimited, into out: what nl_server sends to a client it closes
+ * for want of descriptors, as max_connections does to the ones over it, so the client waits
+ * for the hint instead of reconnecting at once. Returns its length; 0 if it cannot be made. */
+static size_t node_refusal(uint8_t *out, size_t cap)
+{
+    Herald__Disconnect d = HERALD__DISCONNECT__INIT;
+    d.code = HERALD__DISCONNECT__CODE__SERVER_FULL;
+    d.reason = (char *)(uintptr_t) "server full"; /* packing only reads it */
+    d.reconnect = true;
+    d.reconnect_delay_ms = GW_RECONNECT_HINT_MS;
+    Herald__Frame f = HERALD__FRAME__INIT;
+    f.body_case = HERALD__FRAME__BODY_DISCONNECT;
+    f.disconnect = &d;
+    nl_block_t *b = proto_frame_block(&f);
+    if (!b)
+        return 0;
+    size_t len = nl_block_len(b) <= cap ? nl_block_len(b) : 0;
+    memcpy(out, nl_block_data(b), len);
+    nl_block_unref(b);
+    return len;
+}
+
 static int node_start_server(gw_node_t *node)
 {
     const gw_config_t *cfg = &node->cfg;
+    uint8_t refusal[NL_SERVER_REFUSAL_MAX];
     nl_server_opts_t opts = {
         .host = cfg->listen_host,
         .port = cfg->listen_port,
@@ -321,6 +344,8 @@ static int node_start_server(gw_node_t *node)
         /* A whole frame of the largest size, its prefix, and a little slack. */
         .max_input_bytes = cfg->max_frame_bytes + PROTO_VARINT_MAX_BYTES + 64,
         .max_fd = node_client_fd_line(),
+        .refusal = refusal,
+        .refusal_len = node_refusal(refusal, sizeof(refusal)),
     };
     int err = nl_server_new(&node->server, &opts);
     if (err < 0) {

@@ -124,7 +124,7 @@ int gw_session_send(gw_loop_t *lp, gw_session_t *s, const Herald__Frame *f)
     return err;
 }
 
-/* Sends the session's last frame, Disconnect{code, text}, with a 1 s reconnect hint if any. */
+/* Sends the session's last frame, Disconnect{code, text}, with a reconnect hint if any. */
 static void session_send_disconnect(gw_loop_t *lp, gw_session_t *s, Herald__Disconnect__Code code,
                                     const char *text, bool reconnect)
 {
@@ -132,7 +132,7 @@ static void session_send_disconnect(gw_loop_t *lp, gw_session_t *s, Herald__Disc
     d.code = code;
     d.reason = (char *)(uintptr_t)text; /* packing only reads it */
     d.reconnect = reconnect;
-    d.reconnect_delay_ms = reconnect ? 1000 : 0;
+    d.reconnect_delay_ms = reconnect ? GW_RECONNECT_HINT_MS : 0;
     Herald__Frame f = HERALD__FRAME__INIT;
     f.body_case = HERALD__FRAME__BODY_DISCONNECT;
     f.disconnect = &d;

@@ -38,6 +38,9 @@
 
 typedef struct gw_loop_s gw_loop_t;
 
+/* The reconnect_delay_ms of every Disconnect that asks the client to come back. */
+#define GW_RECONNECT_HINT_MS 1000
+
 /* Protocol errors a session answers. */
 typedef enum gw_proto_err_e {
     GW_PERR_BAD_REQUEST = 0, /* fatal: out-of-order or server-only frame */

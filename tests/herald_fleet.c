@@ -493,6 +493,12 @@ static void req_all_cb(test_fleet_t *fl, size_t i, const Herald__Frame *f, void 
                  proto_body_name(r->want), f ? test_frame_str(f, fs, sizeof(fs)) : "close");
     }
     r->has_failed = true;
+    /* A Disconnect is the server's last frame: the connection is over (counted as its EOF)
+     * even if the close itself has not been read yet, so open counts leave it out. */
+    if (f && f->body_case == HERALD__FRAME__BODY_DISCONNECT) {
+        conn_close(fl, i, 1);
+        f = NULL;
+    }
     if (!f && r->cb)
         r->cb(fl, i, f, r->arg);
 }

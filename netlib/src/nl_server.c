@@ -50,7 +50,9 @@ typedef struct server_shared_s {
     void *arg;
     size_t high_water_bytes;
     size_t max_input_bytes;
-    int max_fd;        /* accepted descriptors at or above it count as exhaustion; 0: none */
+    int max_fd;         /* accepted descriptors at or above it count as exhaustion; 0: none */
+    size_t refusal_len; /* refusal[0..refusal_len): sent to a connection closed for want of fds */
+    uint8_t refusal[NL_SERVER_REFUSAL_MAX];
     uint64_t accepted; /* atomic counters: listeners and IO loops bump them */
     uint64_t refused;
     uint64_t emfile_events;
@@ -192,6 +194,20 @@ static void lis_on_backoff(nl_timer_t *t, void *arg)
     lis_update(lis);
 }
 
+/* Closes a connection accepted while descriptors are short, sending the refusal first. What
+ * the peer already sent (its first request, usually) is discarded unread: closing a socket
+ * with unread input resets the connection, and the reset could beat the refusal to the peer. */
+static void lis_refuse(listener_t *lis, int fd)
+{
+    const server_shared_t *sh = lis->srv->shared;
+    if (sh->refusal_len > 0) {
+        ssize_t n = recv(fd, NULL, 65536, MSG_DONTWAIT | MSG_TRUNC);
+        n = send(fd, sh->refusal, sh->refusal_len, MSG_DONTWAIT | MSG_NOSIGNAL);
+        (void)n; /* a fresh socket's send buffer takes it; if not, the peer sees a close */
+    }
+    close(fd);
+}
+
 static void lis_on_emfile(listener_t *lis, int err)
 {
     stat_add(&lis->srv->shared->emfile_events);
@@ -206,7 +222,7 @@ static void lis_on_emfile(listener_t *lis, int err)
             int fd = accept4(lis->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
             if (fd < 0)
                 break;
-            close(fd);
+            lis_refuse(lis, fd);
         }
     }
     lis->is_backing_off = true;
@@ -246,7 +262,7 @@ static void lis_on_io(nl_io_t *io, unsigned events, void *arg)
         if (fd >= 0 && lis->srv->shared->max_fd > 0 && fd >= lis->srv->shared->max_fd) {
             /* accept4 returns the lowest free descriptor, so every one below fd is in use:
              * the descriptors kept for the rest of the process are being reached. */
-            close(fd);
+            lis_refuse(lis, fd);
             lis_on_emfile(lis, -EMFILE);
             return;
         }
@@ -469,7 +485,8 @@ static int server_alloc(nl_server_t **out, const nl_server_opts_t *opts)
 
 int nl_server_new(nl_server_t **out, const nl_server_opts_t *opts)
 {
-    if (!opts || !opts->accept_loop)
+    if (!opts || !opts->accept_loop || opts->refusal_len > NL_SERVER_REFUSAL_MAX ||
+        (opts->refusal_len > 0 && !opts->refusal))
         return -EINVAL;
     NL_ASSERT_OWNER(opts->accept_loop);
     nl_server_t *s;
@@ -484,6 +501,9 @@ int nl_server_new(nl_server_t **out, const nl_server_opts_t *opts)
     sh->high_water_bytes = opts->high_water_bytes;
     sh->max_input_bytes = opts->max_input_bytes;
     sh->max_fd = opts->max_fd;
+    sh->refusal_len = opts->refusal_len;
+    if (opts->refusal_len > 0)
+        memcpy(sh->refusal, opts->refusal, opts->refusal_len);
     err = server_open_listeners(s, opts);
     if (err < 0) {
         server_free_unstarted(s);

@@ -357,6 +357,15 @@ static void test_gw_limits_fd_exhaustion(void **state)
                      hrc == 0 ? r.status : 0);
         test_http_resp_free(&r);
     }
+    /* A client refused for want of descriptors is told so (SERVER_FULL, with a reconnect
+     * hint), as one over max_connections is, rather than seeing a bare close. */
+    test_client_t full;
+    GW_OK(test_client_open(&full, h->port, GW_WAIT_MS), &full);
+    int code = -1;
+    GW_OK(test_client_expect_close(&full, false, &code, NULL, GW_WAIT_MS), &full);
+    assert_int_equal(code, HERALD__DISCONNECT__CODE__SERVER_FULL);
+    assert_int_equal(full.last_reconnect, 1);
+    test_client_close(&full);
 
     /* Free every descriptor; herald serves new clients again (it sees the closes
      * asynchronously, so a few tries may still land in the exhausted state). */

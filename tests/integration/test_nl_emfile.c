@@ -45,6 +45,8 @@
 #define MAX_REFUSALS 100
 /* The descriptor line of the max_fd test: the child keeps CHILD_NOFILE - CHILD_MAX_FD free. */
 #define CHILD_MAX_FD 40
+/* What the max_fd test's server sends a connection it refuses (opts.refusal). */
+#define REFUSAL "!"
 
 /* The child's answer to a request byte on its request pipe. */
 typedef struct child_stats_s {
@@ -156,6 +158,9 @@ static _Noreturn void child_main(int req_fd, int rep_fd, int max_fd)
         .cbs = &child_cbs,
         .arg = &ch,
         .max_fd = max_fd,
+        /* With a line, refused peers are told so (the byte REFUSAL) before the close. */
+        .refusal = max_fd > 0 ? REFUSAL : NULL,
+        .refusal_len = max_fd > 0 ? 1 : 0,
     };
     nl_io_t *io;
     if (nl_server_new(&ch.srv, &so) != 0 || nl_server_start(ch.srv) != 0 ||
@@ -175,7 +180,8 @@ typedef struct parent_s {
     int req_fd;
     int rep_fd;
     uint16_t port;
-    int max_fd; /* the child server's opts.max_fd */
+    int max_fd;    /* the child server's opts.max_fd */
+    bool was_told; /* the last connection refused got REFUSAL first */
     int conns[MAX_CONNS];
     int conn_count;
 } parent_t;
@@ -222,7 +228,7 @@ static int tcp_connect(uint16_t port)
 }
 
 /* Sends one byte and waits for it to come back. Returns 1 when echoed, 0 when the server
- * closed the connection without answering. */
+ * closed the connection without answering, 2 when it answered REFUSAL (and closed). */
 static int probe(int fd)
 {
     ssize_t sent = send(fd, "x", 1, MSG_NOSIGNAL);
@@ -232,6 +238,11 @@ static int probe(int fd)
     assert_int_equal(wait_readable(fd, WAIT_MS), 1);
     char c;
     ssize_t n = recv(fd, &c, 1, 0);
+    if (n == 1 && c == REFUSAL[0]) {
+        assert_int_equal(wait_readable(fd, WAIT_MS), 1);
+        assert_int_equal(recv(fd, &c, 1, 0), 0); /* then a clean close, not a reset */
+        return 2;
+    }
     if (n == 1) {
         assert_int_equal(c, 'x');
         return 1;
@@ -328,15 +339,17 @@ static void parent_stop(parent_t *pa)
 }
 
 /* Opens echoed connections (kept in pa->conns) until the child refuses one; returns how many
- * it served. */
+ * it served. pa->was_told says whether the refused one got REFUSAL. */
 static int fill_until_refused(parent_t *pa)
 {
     int served = 0;
     int refused_fd = -1;
     while (pa->conn_count < MAX_CONNS) {
         int fd = tcp_connect(pa->port);
-        if (!probe(fd)) {
+        int answer = probe(fd);
+        if (answer != 1) {
             refused_fd = fd;
+            pa->was_told = answer == 2;
             break;
         }
         pa->conns[pa->conn_count++] = fd;
@@ -410,6 +423,12 @@ static void test_nl_emfile_max_fd_keeps_reserve(void **state)
     print_message("served=%d emfile_events=%llu free_fds=%llu\n", served,
                   (unsigned long long)st.emfile_events, (unsigned long long)st.free_fds);
     assert_true(served > 10 && served < CHILD_MAX_FD);
+    assert_true(pa.was_told); /* the refused one read REFUSAL, then a clean close */
+    /* The next one arrives during the back-off, so its byte waits in the socket when the child
+     * accepts it: still REFUSAL and a clean close, not a reset for unread input. */
+    int late = tcp_connect(pa.port);
+    assert_int_equal(probe(late), 2);
+    close(late);
     assert_true(st.emfile_events >= 1);
     /* Everything from the line up is free, but for the spare descriptor, which may be open. */
     assert_true(st.free_fds >= CHILD_NOFILE - CHILD_MAX_FD - 1);

@@ -45,9 +45,17 @@ typedef struct nl_server_opts_s {
     size_t high_water_bytes; /* applied to each connection; 0 disables */
     size_t max_input_bytes;  /* applied to each connection; 0 means the buffer default */
     int max_fd; /* > 0: an accepted descriptor >= this is closed as under EMFILE; 0: no line */
+    /* Bytes sent to a connection closed for lack of descriptors, just before the close (one
+     * non-blocking send, best effort): a protocol's "server full, come back later", so the
+     * client backs off instead of reconnecting at once. Copied; at most NL_SERVER_REFUSAL_MAX. */
+    const void *refusal;
+    size_t refusal_len;
 } nl_server_opts_t;
 
-/* Binds and listens (SO_REUSEADDR). Returns: 0; -EADDRINUSE, -EACCES, -EINVAL, -ENOMEM.
+#define NL_SERVER_REFUSAL_MAX 128
+
+/* Binds and listens (SO_REUSEADDR). Returns: 0; -EADDRINUSE, -EACCES, -EINVAL (also a refusal
+ * over NL_SERVER_REFUSAL_MAX), -ENOMEM.
  * Thread: accept loop owner. */
 int nl_server_new(nl_server_t **out, const nl_server_opts_t *opts);
 
