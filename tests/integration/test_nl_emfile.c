@@ -360,6 +360,20 @@ static int fill_until_refused(parent_t *pa)
     return served;
 }
 
+/* Closes every connection, waits until the child has seen them all closed, and connects anew;
+ * the new connection is served (probe it). */
+static int release_all_then_connect(parent_t *pa)
+{
+    for (int i = 0; i < pa->conn_count; i++)
+        close(pa->conns[i]);
+    pa->conn_count = 0;
+    child_stats_t st = ask_child(pa, 'w');
+    assert_int_equal(st.open, 0);
+    int fd = tcp_connect(pa->port);
+    assert_int_equal(probe(fd), 1);
+    return fd;
+}
+
 static void test_nl_emfile_survives_and_recovers(void **state)
 {
     (void)state;
@@ -396,13 +410,7 @@ static void test_nl_emfile_survives_and_recovers(void **state)
     assert_true(st.accepted >= (uint64_t)served);
 
     /* Free the child's descriptors; once it has closed them all, a new client is served. */
-    for (int i = 0; i < pa.conn_count; i++)
-        close(pa.conns[i]);
-    pa.conn_count = 0;
-    st = ask_child(&pa, 'w');
-    assert_int_equal(st.open, 0);
-    int fd = tcp_connect(pa.port);
-    assert_int_equal(probe(fd), 1);
+    int fd = release_all_then_connect(&pa);
     assert_int_equal(probe(fd), 1);
     close(fd);
     parent_stop(&pa);
@@ -432,13 +440,7 @@ static void test_nl_emfile_max_fd_keeps_reserve(void **state)
     assert_true(st.emfile_events >= 1);
     /* Everything from the line up is free, but for the spare descriptor, which may be open. */
     assert_true(st.free_fds >= CHILD_NOFILE - CHILD_MAX_FD - 1);
-    for (int i = 0; i < pa.conn_count; i++)
-        close(pa.conns[i]);
-    pa.conn_count = 0;
-    st = ask_child(&pa, 'w');
-    assert_int_equal(st.open, 0);
-    int fd = tcp_connect(pa.port);
-    assert_int_equal(probe(fd), 1);
+    int fd = release_all_then_connect(&pa);
     close(fd);
     parent_stop(&pa);
 }
