@@ -29,8 +29,8 @@
 #include "netlib/nl_pool.h"
 #include "netlib/nl_server.h"
 
-/* Frame types counted: Herald__Frame__BodyCase runs 0 (not set) .. 16 (disconnect). */
-#define GW_STATS_FRAME_TYPES 17
+/* Frame types counted: Herald__Frame__BodyCase runs 0 (not set) .. 17 (presence_event). */
+#define GW_STATS_FRAME_TYPES 18
 /* Error frame codes counted: Herald__Error__Code runs 0 .. 14. */
 #define GW_STATS_ERROR_CODES 15
 

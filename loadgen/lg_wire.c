@@ -9,7 +9,7 @@
 /* Field numbers from proto/herald.proto. */
 #define FRAME_FIELD_PUSH 10
 #define FRAME_BODY_FIRST 2
-#define FRAME_BODY_LAST 16
+#define FRAME_BODY_LAST 17
 #define PUSH_FIELD_CHANNEL 1
 #define PUSH_FIELD_OFFSET 2
 #define PUSH_FIELD_PAYLOAD 4

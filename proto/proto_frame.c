@@ -638,6 +638,8 @@ const char *proto_body_name(Herald__Frame__BodyCase body)
         return "error";
     case HERALD__FRAME__BODY_DISCONNECT:
         return "disconnect";
+    case HERALD__FRAME__BODY_PRESENCE_EVENT:
+        return "presence_event";
     default:
         return "unknown";
     }

@@ -84,7 +84,7 @@ def python_frames():
                                         idle_timeout_ms=60000, user_id="ü",
                                         max_frame_bytes=65536)),
         F(id=2, subscribe=pb.Subscribe(channel="chat:日本", recover=True, offset=2**64 - 1,
-                                       epoch="e")),
+                                       epoch="e", join_leave=True)),
         F(id=2, subscribe_ok=pb.SubscribeOk(
             recovered=True, offset=9, epoch="e", recoverable=True,
             publications=[pb.Push(channel="c", offset=i, epoch="e", payload=bytes([i]) * i,
@@ -102,14 +102,17 @@ def python_frames():
         F(id=5, presence_response=pb.PresenceResponse(
             channel="c", num_clients=2, num_users=1, truncated=False,
             clients=[pb.ClientInfo(user_id="u", client_id="a"),
-                     pb.ClientInfo(user_id="u", client_id="b")])),
+                     pb.ClientInfo(user_id="u", client_id="b", connected_at_ms=2**63)])),
         F(id=6, error=pb.Error(code=pb.Error.TOO_MANY_SUBSCRIPTIONS, text="limit 100")),
         F(id=6, error=pb.Error(code=77, retry_after_ms=5)),
         F(disconnect=pb.Disconnect(code=pb.Disconnect.IDLE_TIMEOUT, reason="idle")),
+        F(presence_event=pb.PresenceEvent(
+            channel="c", joined=[pb.ClientInfo(user_id="u", client_id="a", connected_at_ms=1)],
+            left=[pb.ClientInfo(user_id="v", client_id="b")])),
         F(),
     ]
     kinds = {f.WhichOneof("body") for f in frames}
-    assert len(kinds - {None}) == 15, "python_frames misses a kind: %s" % kinds
+    assert len(kinds - {None}) == 16, "python_frames misses a kind: %s" % kinds
     return frames
 
 

@@ -17,7 +17,7 @@
 #include "netlib/nl_common.h"
 #include "proto_frame.h"
 
-#define KIND_COUNT 15
+#define KIND_COUNT 16
 #define MAX_FRAME 65536u
 
 /* Storage for one sample frame of each kind, built on the caller's stack. */
@@ -41,6 +41,7 @@ typedef struct sample_s {
     Herald__ClientInfo *info_ptr[2];
     Herald__Error error;
     Herald__Disconnect disconnect;
+    Herald__PresenceEvent presence_event;
     uint8_t payload[300];
 } sample_t;
 
@@ -213,6 +214,20 @@ static Herald__Frame *sample_frame(sample_t *s, int kind)
         s->disconnect.reconnect_delay_ms = 2000;
         f->body_case = HERALD__FRAME__BODY_DISCONNECT;
         f->disconnect = &s->disconnect;
+        break;
+    case 15:
+        f->id = 0;
+        herald__presence_event__init(&s->presence_event);
+        herald__client_info__init(&s->info[0]);
+        s->info[0].user_id = (char *)"user-1";
+        s->info[0].client_id = (char *)"n1-3";
+        s->info[0].connected_at_ms = 1735700000123ull;
+        s->info_ptr[0] = &s->info[0];
+        s->presence_event.channel = (char *)"chat:lobby";
+        s->presence_event.n_left = 1;
+        s->presence_event.left = s->info_ptr;
+        f->body_case = HERALD__FRAME__BODY_PRESENCE_EVENT;
+        f->presence_event = &s->presence_event;
         break;
     default:
         sample_replies(s, f, kind);
@@ -656,6 +671,7 @@ static void test_proto_frame_names(void **state)
     assert_string_equal(proto_body_name(HERALD__FRAME__BODY__NOT_SET), "none");
     assert_string_equal(proto_body_name(HERALD__FRAME__BODY_PRESENCE_RESPONSE),
                         "presence_response");
+    assert_string_equal(proto_body_name(HERALD__FRAME__BODY_PRESENCE_EVENT), "presence_event");
     assert_string_equal(proto_body_name((Herald__Frame__BodyCase)99), "unknown");
 }
 
