@@ -40,6 +40,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "gw_history_rules.h"
+
 #define GW_CONFIG_HOST_MAX 256   /* host names and addresses, bytes including the NUL */
 #define GW_CONFIG_SECRET_MAX 512 /* token secret and API key, bytes including the NUL */
 #define GW_CONFIG_NAME_MAX 64    /* node id, bytes including the NUL */
@@ -102,6 +104,10 @@ typedef struct gw_config_s {
     uint64_t output_high_water_bytes;    /* default 1 MiB */
     gw_slow_policy_t slow_consumer;      /* default GW_SLOW_DROP */
     uint64_t slow_consumer_linger_ms;    /* disconnect policy: time to read the backlog; 5 s */
+
+    /* [history] */
+    char history_rules[GW_HISTORY_RULES_TEXT_MAX]; /* default "": none (gw_history_rules.h) */
+    uint64_t history_max_bytes; /* default 128 MiB: all histories of the node together */
 
     /* [engine] */
     gw_engine_kind_t engine;             /* default GW_ENGINE_MEMORY */

@@ -10,6 +10,7 @@
 
 #include "gw_channel_name.h"
 #include "gw_config.h"
+#include "gw_history_rules.h"
 #include "netlib/nl_log.h"
 
 #define MIB (1024ull * 1024ull)
@@ -40,6 +41,7 @@ void gw_config_init(gw_config_t *cfg)
     cfg->output_high_water_bytes = MIB;
     cfg->slow_consumer = GW_SLOW_DROP;
     cfg->slow_consumer_linger_ms = 5000;
+    cfg->history_max_bytes = 128 * MIB;
     cfg->engine = GW_ENGINE_MEMORY;
     strcpy(cfg->redis_host, "127.0.0.1");
     cfg->redis_port = 6379;
@@ -83,6 +85,10 @@ int gw_config_validate(const gw_config_t *cfg, FILE *err)
         n += problem(err, true, "the admin host is empty");
     if (cfg->is_admin_enabled && cfg->admin_port != 0 && cfg->admin_port == cfg->listen_port)
         n += problem(err, true, "the admin port and the listen port are both %u", cfg->listen_port);
+    gw_history_rules_t rules;
+    char why[160];
+    if (gw_history_rules_parse(cfg->history_rules, &rules, why, sizeof(why)) < 0)
+        n += problem(err, true, "[history] rules: %s", why);
     /* The Redis engine is a later issue; running the memory engine under its name would look
      * like a working cluster that shares nothing. */
     if (cfg->engine == GW_ENGINE_REDIS)

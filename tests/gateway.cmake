@@ -14,6 +14,8 @@ endif()
 if(TARGET gateway_core)
     herald_unit(test_gw_sub LIBS gateway_core LABELS unit)
     herald_unit(test_gw_chantab LIBS gateway_core LABELS unit)
+    herald_unit(test_gw_history_rules LIBS gateway_core LABELS unit)
+    herald_unit(test_gw_history LIBS gateway_core LABELS unit)
 endif()
 
 # Fuzz targets for what clients and operators hand the gateway: tokens, channel names, the
@@ -30,6 +32,6 @@ if(HERALD_FUZZ AND TARGET gateway_core AND CMAKE_C_COMPILER_ID MATCHES "Clang")
                 DICT fuzz/fuzz_gw_token.dict SECONDS 5)
     herald_fuzz(fuzz_gw_config SOURCES fuzz/fuzz_gw_config.c ${gw_dir}/gw_config.c
                 ${gw_dir}/gw_config_value.c ${gw_dir}/gw_config_defaults.c
-                ${gw_dir}/gw_channel_name.c
+                ${gw_dir}/gw_channel_name.c ${gw_dir}/gw_history_rules.c
                 LIBS netlib PkgConfig::GW_FUZZ_INIH INCLUDES ${gw_dir} SECONDS 5)
 endif()
