@@ -21,8 +21,13 @@
  *     reply loop the callback runs on that loop (posted); without one it runs on whichever
  *     engine thread finished the work, and must then only do thread-safe things (answer an
  *     HTTP request, post).
- *   - presence and history are hooks for later issues; an engine without them returns
- *     -ENOTSUP.
+ *   - History: a channel keeps its latest messages when the node's history rules say so
+ *     ([history] rules). Its state (offset, epoch, history) then outlives its subscribers until
+ *     the history has aged out, so a client that comes back can recover. A history request
+ *     from loop L is answered on L like a join: after every message delivered to L up to the
+ *     answer's latest offset and before every later one, so the loop can hand the missed
+ *     messages to a recovering subscriber and then go on live, with no gap and no duplicate.
+ *   - presence is a hook for a later change; an engine without it returns -ENOTSUP.
  *
  * Thread: publish and presence may be called from any thread (IO loops, the HTTP thread);
  * join and leave only from the IO loop they are for. An engine's own state is touched only by
@@ -37,11 +42,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "gw_history.h"
 #include "netlib/nl_loop.h"
 
 typedef struct gw_engine_s gw_engine_t;
 typedef struct gw_node_s gw_node_t;
 typedef struct gw_engine_reply_s gw_engine_reply_t;
+typedef struct gw_config_s gw_config_t;
 
 /* What a request produced: status 0 or a negative errno (-ENOMEM, -ESHUTDOWN, ...); for a
  * publish the message's offset and epoch; data is for later answers (presence, history), owned
@@ -66,10 +73,39 @@ struct gw_engine_reply_s {
     uint64_t u64[2];
 };
 
+/* How a history request turned out (herald_recoveries_total{result}). */
+typedef enum gw_recovery_e {
+    GW_RECOVERY_RECOVERED = 0, /* every missed message follows (maybe none) */
+    GW_RECOVERY_EPOCH_CHANGED, /* the client's epoch is not the channel's */
+    GW_RECOVERY_NOT_COVERED,   /* the history no longer reaches back to the client's offset */
+    GW_RECOVERY_NO_HISTORY,    /* the channel keeps no history */
+    GW_RECOVERY_TOO_LARGE,     /* the missed messages pass the output limit */
+    GW_RECOVERY_RESULTS
+} gw_recovery_t;
+
+/* A history request's answer (gw_engine_result_t.data). The messages are the engine's
+ * references: valid during the callback; a caller that queues them takes its own. */
+typedef struct gw_engine_history_s {
+    const char *chan; /* the channel, chan_len bytes and a NUL */
+    size_t chan_len;
+    uint64_t since;       /* the offset asked for */
+    uint64_t latest;      /* the channel's latest offset at the answer */
+    uint64_t epoch;       /* the channel's current epoch */
+    gw_recovery_t result; /* RECOVERED: msgs hold every message after since */
+    bool is_recoverable;  /* the channel keeps history */
+    uint32_t n_msgs;
+    gw_msg_t *const *msgs; /* oldest first: offsets since + 1 .. latest */
+} gw_engine_history_t;
+
 /* Engine counters, summed over its threads at scrape time. */
 typedef struct gw_engine_stats_s {
-    uint64_t channels;  /* channels with state (subscribed somewhere) */
-    uint64_t published; /* messages given an offset */
+    uint64_t channels;          /* channels with state (subscribed somewhere, or history) */
+    uint64_t published;         /* messages given an offset */
+    uint64_t history_channels;  /* channels keeping history */
+    uint64_t history_messages;  /* messages kept */
+    uint64_t history_bytes;     /* their memory, estimated (gw_history.h) */
+    uint64_t history_max_bytes; /* the cap on history_bytes */
+    uint64_t history_evicted[GW_HISTORY_EVICT_REASONS];
 } gw_engine_stats_t;
 
 typedef struct gw_engine_ops_s {
@@ -86,12 +122,25 @@ typedef struct gw_engine_ops_s {
                  uint32_t hash);
     void (*leave)(gw_engine_t *e, uint32_t loop_index, const char *chan, size_t chan_len,
                   uint32_t hash);
-    /* Later issues: presence (who is in a channel) and history (recover missed messages).
-     * Returns -ENOTSUP until implemented. */
+    /* Later issues: presence (who is in a channel). Returns -ENOTSUP until implemented. */
     int (*presence)(gw_engine_t *e, const char *chan, size_t chan_len,
                     const gw_engine_reply_t *reply);
-    int (*history)(gw_engine_t *e, const char *chan, size_t chan_len, uint64_t since_offset,
-                   uint64_t epoch, const gw_engine_reply_t *reply);
+    /* Asks for chan's messages after offset since in epoch, for a subscriber on loop
+     * loop_index (hash = gw_sub_hash(chan)); reply->loop must be that loop, where reply->cb
+     * gets a gw_engine_history_t in res->data, ordered as the header says. An answer whose
+     * messages would pass max_bytes is GW_RECOVERY_TOO_LARGE.
+     * Returns: 0 (reply->cb will run once, never before this returns); -ENOMEM; -ESHUTDOWN.
+     * Thread: loop loop_index. */
+    int (*history)(gw_engine_t *e, uint32_t loop_index, const char *chan, size_t chan_len,
+                   uint32_t hash, uint64_t since, uint64_t epoch, uint64_t max_bytes,
+                   const gw_engine_reply_t *reply);
+    /* Whether chan keeps history (SubscribeOk.recoverable). Thread: loop loop_index. */
+    bool (*is_recoverable)(gw_engine_t *e, uint32_t loop_index, const char *chan, size_t chan_len);
+    /* Housekeeping (history ageing); every IO loop calls it once per iteration, so it must be
+     * cheap when there is nothing to do. Thread: loop loop_index. */
+    void (*tick)(gw_engine_t *e, uint32_t loop_index);
+    /* A reloaded config reached loop loop_index (history rules and cap). Thread: that loop. */
+    void (*reconfigure)(gw_engine_t *e, uint32_t loop_index, const gw_config_t *cfg);
     /* Adds loop loop_index's share of the engine counters into out. Thread: that loop. */
     void (*loop_stats)(gw_engine_t *e, uint32_t loop_index, gw_engine_stats_t *out);
     /* Readiness (the memory engine is always ready; Redis is not while disconnected). */
@@ -106,8 +155,8 @@ struct gw_engine_s {
 };
 
 /* Creates the embedded memory engine over node's IO loops: each channel is owned by loop
- * gw_sub_hash(channel) % loop count, which holds its offset, epoch and audience bitmask (up to
- * 64 loops).
+ * gw_sub_hash(channel) % loop count, which holds its offset, epoch, audience bitmask (up to
+ * 64 loops) and history. History rules and cap come from node->cfg.
  * Returns: 0; -EINVAL (more than 64 IO loops); -ENOMEM. Thread: the node's, before the loops
  * carry traffic. Ownership: free with gw_engine_free. */
 int gw_engine_memory_new(gw_engine_t **out, gw_node_t *node);
@@ -132,6 +181,20 @@ static inline void gw_engine_leave(gw_engine_t *e, uint32_t loop_index, const ch
 {
     e->ops->leave(e, loop_index, chan, chan_len, hash);
 }
+
+static inline int gw_engine_history(gw_engine_t *e, uint32_t loop_index, const char *chan,
+                                    size_t chan_len, uint32_t hash, uint64_t since, uint64_t epoch,
+                                    uint64_t max_bytes, const gw_engine_reply_t *reply)
+{
+    return e->ops->history(e, loop_index, chan, chan_len, hash, since, epoch, max_bytes, reply);
+}
+
+/* Parses 16 lower-case hex digits (gw_engine_epoch_str's form) into *epoch.
+ * Returns: 0; -EINVAL for anything else. Thread: any. */
+int gw_engine_epoch_parse(const char *text, uint64_t *epoch);
+
+/* Static snake_case label of a recovery result ("recovered", "not_covered"). Thread: any. */
+const char *gw_recovery_str(gw_recovery_t r);
 
 static inline void gw_engine_free(gw_engine_t *e)
 {

@@ -17,10 +17,18 @@
  * (one poster's posts run in order). L's index drops what arrives while it is JOINING; those
  * messages predate the subscriber's SubscribeOk offset.
  *
- * Channel state lives while some loop is in the audience. A publish to a channel nobody
- * subscribes to is answered with offset 1 in a fresh epoch and leaves nothing behind: memory
- * stays bounded by live subscriptions, and the epoch tells a client the offsets restarted.
- * (History, a later issue, will keep state for channels that keep messages.)
+ * Channel state lives while some loop is in the audience, or while the channel keeps history
+ * ([history] rules) and that history holds messages. A publish to a channel that nobody
+ * subscribes to and that keeps no history is answered with offset 1 in a fresh epoch and
+ * leaves nothing behind: memory stays bounded by live subscriptions plus [history] max_bytes,
+ * and the epoch tells a client the offsets restarted.
+ *
+ * History: the owner keeps the channel's messages (gw_history, references to the very messages
+ * fan-out delivered) and answers a history request exactly like a join: it flushes its batch
+ * for the asking loop, then posts the answer, so the answer lands after every message up to
+ * its latest offset. Each shard has its own history store (cap = max_bytes / loops) and rules
+ * copy, swapped by reconfigure on the shard's own loop; tick ages histories out about once a
+ * second and forgets channels left with neither history nor subscribers.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -29,6 +37,7 @@
 #include <unistd.h>
 
 #include "gw_chantab.h"
+#include "gw_config.h"
 #include "gw_engine.h"
 #include "gw_fanout.h"
 #include "gw_node.h"
@@ -36,10 +45,12 @@
 #include "netlib/nl_common.h"
 #include "netlib/nl_log.h"
 
+/* 40 bytes before the name, like a gw_sub_entry_t and a mem_join_req_t (see there). */
 typedef struct mem_chan_s {
     uint64_t last_offset; /* 0: nothing published in this epoch yet */
     uint64_t epoch;
     uint64_t loop_mask; /* loops with subscribers */
+    gw_history_t *hist; /* NULL: the channel keeps no history */
     gw_chankey_t key;
     char name[];
 } mem_chan_t;
@@ -52,7 +63,13 @@ typedef struct mem_shard_s {
     gw_chantab_t tab;
     uint64_t published;
     uint64_t epoch_seq;
+    gw_history_store_t store;
+    gw_history_rules_t rules;
+    uint64_t next_sweep_ns;
 } mem_shard_t;
+
+/* How often tick ages histories out. */
+#define MEM_SWEEP_INTERVAL_NS 1000000000ull
 
 typedef struct mem_engine_s {
     gw_engine_t base;
@@ -95,6 +112,32 @@ _Static_assert(sizeof(void *) != 8 || sizeof(mem_join_req_t) == 40,
 
 /* Called twice per publish (the Push and the PublishOk); snprintf's format parsing was 1% of
  * a seed run's loop (perf), so the digits are written directly. */
+int gw_engine_epoch_parse(const char *text, uint64_t *epoch)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 16; i++) {
+        char ch = text[i];
+        int d = ch >= '0' && ch <= '9' ? ch - '0' : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10 : -1;
+        if (d < 0)
+            return -EINVAL;
+        v = v << 4 | (uint64_t)d;
+    }
+    if (text[16] != '\0')
+        return -EINVAL;
+    *epoch = v;
+    return 0;
+}
+
+const char *gw_recovery_str(gw_recovery_t r)
+{
+    static const char *const names[GW_RECOVERY_RESULTS] = {
+        [GW_RECOVERY_RECOVERED] = "recovered",     [GW_RECOVERY_EPOCH_CHANGED] = "epoch_changed",
+        [GW_RECOVERY_NOT_COVERED] = "not_covered", [GW_RECOVERY_NO_HISTORY] = "no_history",
+        [GW_RECOVERY_TOO_LARGE] = "too_large",
+    };
+    return (unsigned)r < GW_RECOVERY_RESULTS ? names[r] : "unknown";
+}
+
 void gw_engine_epoch_str(uint64_t epoch, char out[17])
 {
     static const char digits[] = "0123456789abcdef";
@@ -136,6 +179,45 @@ static uint32_t mem_owner(const mem_engine_t *me, uint32_t hash)
     return hash % me->n_loops;
 }
 
+/* A channel's state, with a history when the shard's rules give it one. Returns NULL without
+ * memory. Thread: the shard's loop. */
+static mem_chan_t *mem_chan_new(mem_engine_t *me, uint32_t shard, const char *name, size_t len,
+                                uint32_t hash)
+{
+    mem_shard_t *sh = &me->shards[shard];
+    mem_chan_t *c = calloc(1, sizeof(*c) + len + 1);
+    if (!c)
+        return NULL;
+    memcpy(c->name, name, len);
+    c->key.hash = hash;
+    c->key.name_len = (uint16_t)len;
+    c->epoch = mem_new_epoch(me, shard);
+    const gw_history_rule_t *r = gw_history_rules_match(&sh->rules, name, len);
+    if (gw_history_rule_keeps(r) && gw_history_new(&sh->store, &c->hist, r, c) < 0) {
+        free(c);
+        return NULL;
+    }
+    if (gw_chantab_insert(&sh->tab, &c->key) < 0) {
+        gw_history_free(&sh->store, c->hist);
+        free(c);
+        return NULL;
+    }
+    return c;
+}
+
+/* Whether nothing needs c: no loop subscribes and its history (if any) is empty. */
+static bool mem_chan_is_idle(const mem_chan_t *c)
+{
+    return c->loop_mask == 0 && (!c->hist || gw_history_is_empty(c->hist));
+}
+
+static void mem_chan_free(mem_shard_t *sh, mem_chan_t *c)
+{
+    gw_chantab_remove(&sh->tab, &c->key);
+    gw_history_free(&sh->store, c->hist);
+    free(c);
+}
+
 /* --- publish ------------------------------------------------------------------------------ */
 
 /* On the owner: assigns the offset and hands the message to the audience. */
@@ -145,6 +227,10 @@ static void mem_publish_here(mem_engine_t *me, gw_loop_t *lp, const char *chan, 
 {
     mem_shard_t *sh = &me->shards[lp->index];
     mem_chan_t *c = mem_find(sh, chan, chan_len, hash);
+    /* A channel that keeps history gets its state at its first message, subscribed or not
+     * (without memory for it, the message goes out as to any channel without state). */
+    if (!c && gw_history_rule_keeps(gw_history_rules_match(&sh->rules, chan, chan_len)))
+        c = mem_chan_new(me, lp->index, chan, chan_len, hash);
     uint64_t mask = 0;
     if (c) {
         res->offset = ++c->last_offset;
@@ -156,7 +242,8 @@ static void mem_publish_here(mem_engine_t *me, gw_loop_t *lp, const char *chan, 
     }
     res->status = 0;
     sh->published++;
-    if (mask == 0)
+    bool is_kept = c && c->hist;
+    if (mask == 0 && !is_kept)
         return;
     gw_msg_t *m =
         gw_msg_new(chan, chan_len, hash, res->offset, res->epoch, payload, len, nl_wall_ms());
@@ -166,7 +253,10 @@ static void mem_publish_here(mem_engine_t *me, gw_loop_t *lp, const char *chan, 
         res->status = -ENOMEM;
         return;
     }
-    gw_fanout_publish(lp, m, mask);
+    if (is_kept)
+        gw_history_add(&sh->store, c->hist, m, m->publish_ns);
+    if (mask)
+        gw_fanout_publish(lp, m, mask);
     gw_msg_unref(m);
 }
 
@@ -262,23 +352,6 @@ static void mem_joined_run(void *arg)
     free(req);
 }
 
-static mem_chan_t *mem_chan_new(mem_engine_t *me, mem_shard_t *sh, uint32_t shard,
-                                const mem_join_req_t *req)
-{
-    mem_chan_t *c = calloc(1, sizeof(*c) + req->chan_len + 1);
-    if (!c)
-        return NULL;
-    memcpy(c->name, req->chan, req->chan_len);
-    c->key.hash = req->hash;
-    c->key.name_len = (uint16_t)req->chan_len;
-    c->epoch = mem_new_epoch(me, shard);
-    if (gw_chantab_insert(&sh->tab, &c->key) < 0) {
-        free(c);
-        return NULL;
-    }
-    return c;
-}
-
 /* On the owner: adds the loop to the audience and answers it. */
 static void mem_join_run(void *arg)
 {
@@ -288,7 +361,7 @@ static void mem_join_run(void *arg)
     mem_shard_t *sh = &me->shards[lp->index];
     mem_chan_t *c = mem_find(sh, req->chan, req->chan_len, req->hash);
     if (!c)
-        c = mem_chan_new(me, sh, lp->index, req);
+        c = mem_chan_new(me, lp->index, req->chan, req->chan_len, req->hash);
     if (c) {
         c->loop_mask |= UINT64_C(1) << req->loop_index;
         req->offset = c->last_offset;
@@ -308,7 +381,8 @@ static void mem_join_run(void *arg)
     }
 }
 
-/* On the owner: takes the loop out of the audience; the last one out frees the channel. */
+/* On the owner: takes the loop out of the audience; the last one out frees the channel,
+ * unless its history still holds messages (then the sweep frees it once they age out). */
 static void mem_leave_run(void *arg)
 {
     mem_join_req_t *req = arg;
@@ -318,10 +392,8 @@ static void mem_leave_run(void *arg)
     mem_chan_t *c = mem_find(sh, req->chan, req->chan_len, req->hash);
     if (c) {
         c->loop_mask &= ~(UINT64_C(1) << req->loop_index);
-        if (c->loop_mask == 0) {
-            gw_chantab_remove(&sh->tab, &c->key);
-            free(c);
-        }
+        if (mem_chan_is_idle(c))
+            mem_chan_free(sh, c);
     }
     free(req);
 }
@@ -366,23 +438,232 @@ static int mem_presence(gw_engine_t *e, const char *chan, size_t chan_len,
     return -ENOTSUP; /* TODO(#6): presence */
 }
 
-static int mem_history(gw_engine_t *e, const char *chan, size_t chan_len, uint64_t since_offset,
-                       uint64_t epoch, const gw_engine_reply_t *reply)
+/* --- history ----------------------------------------------------------------------------- */
+
+/* A history request travelling to the owner, and its answer travelling back in it. */
+typedef struct mem_hist_req_s {
+    mem_engine_t *me;
+    gw_engine_reply_t reply;
+    uint32_t loop_index; /* the asking loop */
+    uint32_t hash;
+    uint64_t epoch; /* the client's */
+    uint64_t max_bytes;
+    int status;
+    gw_engine_history_t answer;
+    gw_msg_t **msgs; /* the answer's references */
+    char chan[];
+} mem_hist_req_t;
+
+/* On the asking loop: the answer, then the references go. */
+static void mem_history_answer_run(void *arg)
 {
-    NL_UNUSED(e);
-    NL_UNUSED(chan);
-    NL_UNUSED(chan_len);
-    NL_UNUSED(since_offset);
-    NL_UNUSED(epoch);
-    NL_UNUSED(reply);
-    return -ENOTSUP; /* TODO(#7): history and recovery */
+    mem_hist_req_t *req = arg;
+    gw_engine_result_t res = {.status = req->status, .data = &req->answer};
+    req->reply.cb(&req->reply, &res);
+    for (uint32_t i = 0; i < req->answer.n_msgs; i++)
+        gw_msg_unref(req->msgs[i]);
+    free(req->msgs);
+    free(req);
+}
+
+/* Takes references to h's messages after since into req (RECOVERED), or says TOO_LARGE. */
+static void mem_history_take(mem_hist_req_t *req, const gw_history_t *h)
+{
+    gw_engine_history_t *a = &req->answer;
+    gw_msg_t *const *part1;
+    gw_msg_t *const *part2;
+    uint32_t n1;
+    uint32_t n;
+    uint64_t bytes;
+    gw_history_since(h, a->since, &part1, &n1, &part2, &n, &bytes);
+    if (bytes > req->max_bytes) {
+        a->result = GW_RECOVERY_TOO_LARGE;
+        return;
+    }
+    req->msgs = malloc(sizeof(*req->msgs) * (n ? n : 1));
+    if (!req->msgs) {
+        req->status = -ENOMEM;
+        return;
+    }
+    for (uint32_t i = 0; i < n; i++)
+        req->msgs[i] = gw_msg_ref(i < n1 ? part1[i] : part2[i - n1]);
+    a->msgs = req->msgs;
+    a->n_msgs = n;
+    a->result = GW_RECOVERY_RECOVERED;
+}
+
+/* On the owner: what the history holds after the client's offset. */
+static void mem_history_answer(mem_hist_req_t *req, mem_shard_t *sh, mem_chan_t *c)
+{
+    gw_engine_history_t *a = &req->answer;
+    a->latest = c->last_offset;
+    a->epoch = c->epoch;
+    a->is_recoverable = c->hist != NULL;
+    if (req->epoch != c->epoch) {
+        a->result = c->hist ? GW_RECOVERY_EPOCH_CHANGED : GW_RECOVERY_NO_HISTORY;
+    } else if (a->since == a->latest) {
+        a->result = GW_RECOVERY_RECOVERED; /* nothing missed */
+    } else if (!c->hist) {
+        a->result = GW_RECOVERY_NO_HISTORY;
+    } else {
+        gw_history_trim_age(&sh->store, c->hist, nl_now_ns());
+        if (a->since > a->latest || !gw_history_covers(c->hist, a->since, a->latest))
+            a->result = GW_RECOVERY_NOT_COVERED;
+        else
+            mem_history_take(req, c->hist);
+    }
+}
+
+/* On the owner: answers the asking loop, after the messages already batched for it. */
+static void mem_history_run(void *arg)
+{
+    mem_hist_req_t *req = arg;
+    gw_loop_t *lp = gw_loop_current();
+    mem_shard_t *sh = &req->me->shards[lp->index];
+    mem_chan_t *c = mem_find(sh, req->chan, req->answer.chan_len, req->hash);
+    /* The asking loop joined the channel before it asked, so the state exists unless that
+     * join failed (and the subscriber is gone with it). */
+    if (c)
+        mem_history_answer(req, sh, c);
+    else
+        req->status = -ENOENT;
+    if (req->loop_index == lp->index) {
+        mem_history_answer_run(req);
+        return;
+    }
+    gw_fanout_flush_target(lp, req->loop_index);
+    if (gw_loop_post(lp, req->loop_index, mem_history_answer_run, req) < 0) {
+        /* The subscriber would wait for ever; answering on this thread is not allowed. */
+        NL_LOG(NL_ERROR, "history_reply_lost", "loop=%u", req->loop_index);
+        for (uint32_t i = 0; i < req->answer.n_msgs; i++)
+            gw_msg_unref(req->msgs[i]);
+        free(req->msgs);
+        free(req);
+    }
+}
+
+static int mem_history(gw_engine_t *e, uint32_t loop_index, const char *chan, size_t chan_len,
+                       uint32_t hash, uint64_t since, uint64_t epoch, uint64_t max_bytes,
+                       const gw_engine_reply_t *reply)
+{
+    mem_engine_t *me = (mem_engine_t *)e;
+    gw_loop_t *lp = &me->node->loops[loop_index];
+    NL_ASSERT(gw_loop_current() == lp && reply->loop == lp->loop);
+    if (lp->is_stopping)
+        return -ESHUTDOWN;
+    mem_hist_req_t *req = calloc(1, sizeof(*req) + chan_len + 1);
+    if (!req)
+        return -ENOMEM;
+    req->me = me;
+    req->reply = *reply;
+    req->loop_index = loop_index;
+    req->hash = hash;
+    req->epoch = epoch;
+    req->max_bytes = max_bytes;
+    memcpy(req->chan, chan, chan_len);
+    req->answer.chan = req->chan;
+    req->answer.chan_len = chan_len;
+    req->answer.since = since;
+    /* Posted even to this very loop: the join it follows was posted too, and must run first. */
+    int err = gw_loop_post(lp, mem_owner(me, hash), mem_history_run, req);
+    if (err < 0)
+        free(req);
+    return err;
+}
+
+static bool mem_is_recoverable(gw_engine_t *e, uint32_t loop_index, const char *chan,
+                               size_t chan_len)
+{
+    mem_engine_t *me = (mem_engine_t *)e;
+    return gw_history_rule_keeps(
+        gw_history_rules_match(&me->shards[loop_index].rules, chan, chan_len));
+}
+
+/* The sweep found h empty: its channel goes unless some loop still subscribes. */
+static void mem_on_history_empty(gw_history_t *h, void *arg)
+{
+    mem_chan_t *c = h->owner;
+    if (c->loop_mask == 0)
+        mem_chan_free(arg, c);
+}
+
+static void mem_tick(gw_engine_t *e, uint32_t loop_index)
+{
+    mem_engine_t *me = (mem_engine_t *)e;
+    mem_shard_t *sh = &me->shards[loop_index];
+    if (sh->store.histories == 0)
+        return;
+    uint64_t now_ns = nl_now_ns();
+    if (now_ns < sh->next_sweep_ns)
+        return;
+    sh->next_sweep_ns = now_ns + MEM_SWEEP_INTERVAL_NS;
+    gw_history_store_sweep(&sh->store, now_ns, mem_on_history_empty, sh);
+}
+
+/* Gives c the history its rule now asks for (a new one, a changed one, or none). Returns
+ * whether c is left idle (the caller frees it after the walk). */
+static bool mem_chan_apply_rules(mem_shard_t *sh, mem_chan_t *c)
+{
+    const gw_history_rule_t *r = gw_history_rules_match(&sh->rules, c->name, c->key.name_len);
+    if (!gw_history_rule_keeps(r)) {
+        gw_history_free(&sh->store, c->hist);
+        c->hist = NULL;
+    } else if (c->hist) {
+        gw_history_set_rule(&sh->store, c->hist, r);
+    } else if (gw_history_new(&sh->store, &c->hist, r, c) < 0) {
+        NL_LOG(NL_WARN, "history_reconfigure_failed", "err=%s", nl_strerror(-ENOMEM));
+    }
+    return mem_chan_is_idle(c);
+}
+
+static void mem_shard_configure(mem_engine_t *me, mem_shard_t *sh, const gw_config_t *cfg)
+{
+    /* gw_config_validate parsed the same text already; a failure here leaves no rules. */
+    (void)gw_history_rules_parse(cfg->history_rules, &sh->rules, NULL, 0);
+    gw_history_store_set_max(&sh->store, cfg->history_max_bytes / me->n_loops);
+}
+
+static void mem_reconfigure(gw_engine_t *e, uint32_t loop_index, const gw_config_t *cfg)
+{
+    mem_engine_t *me = (mem_engine_t *)e;
+    mem_shard_t *sh = &me->shards[loop_index];
+    mem_shard_configure(me, sh, cfg);
+    /* Channels left idle are collected first: removing from the table while walking its slots
+     * would move entries under the walk. */
+    mem_chan_t **idle = NULL;
+    size_t n_idle = 0;
+    size_t cap_idle = 0;
+    for (uint32_t k = 0; sh->tab.slots && k <= sh->tab.mask; k++) {
+        mem_chan_t *c = chan_of(gw_chantab_slot(&sh->tab, k));
+        if (!c || !mem_chan_apply_rules(sh, c))
+            continue;
+        if (n_idle == cap_idle) {
+            size_t cap = cap_idle ? cap_idle * 2 : 64;
+            mem_chan_t **v = realloc(idle, cap * sizeof(*v));
+            if (!v)
+                continue; /* kept until its next leave or sweep */
+            idle = v;
+            cap_idle = cap;
+        }
+        idle[n_idle++] = c;
+    }
+    for (size_t i = 0; i < n_idle; i++)
+        mem_chan_free(sh, idle[i]);
+    free(idle);
 }
 
 static void mem_loop_stats(gw_engine_t *e, uint32_t loop_index, gw_engine_stats_t *out)
 {
     mem_engine_t *me = (mem_engine_t *)e;
-    out->channels += me->shards[loop_index].tab.count;
-    out->published += me->shards[loop_index].published;
+    const mem_shard_t *sh = &me->shards[loop_index];
+    out->channels += sh->tab.count;
+    out->published += sh->published;
+    out->history_channels += sh->store.histories;
+    out->history_messages += sh->store.messages;
+    out->history_bytes += sh->store.bytes;
+    out->history_max_bytes += sh->store.max_bytes;
+    for (int r = 0; r < GW_HISTORY_EVICT_REASONS; r++)
+        out->history_evicted[r] += sh->store.evicted[r];
 }
 
 static bool mem_is_ready(const gw_engine_t *e)
@@ -396,8 +677,12 @@ static void mem_free(gw_engine_t *e)
     mem_engine_t *me = (mem_engine_t *)e;
     for (uint32_t i = 0; i < me->n_loops; i++) {
         gw_chantab_t *t = &me->shards[i].tab;
-        for (uint32_t k = 0; t->slots && k <= t->mask; k++)
-            free(chan_of(gw_chantab_slot(t, k)));
+        for (uint32_t k = 0; t->slots && k <= t->mask; k++) {
+            mem_chan_t *c = chan_of(gw_chantab_slot(t, k));
+            if (c)
+                gw_history_free(&me->shards[i].store, c->hist);
+            free(c);
+        }
         gw_chantab_deinit(t);
     }
     free(me->shards);
@@ -411,6 +696,9 @@ static const gw_engine_ops_t mem_ops = {
     .leave = mem_leave,
     .presence = mem_presence,
     .history = mem_history,
+    .is_recoverable = mem_is_recoverable,
+    .tick = mem_tick,
+    .reconfigure = mem_reconfigure,
     .loop_stats = mem_loop_stats,
     .is_ready = mem_is_ready,
     .free = mem_free,
@@ -431,9 +719,12 @@ int gw_engine_memory_new(gw_engine_t **out, gw_node_t *node)
     me->shards = calloc(me->n_loops, sizeof(*me->shards));
     if (!me->shards)
         goto fail;
-    for (uint32_t i = 0; i < me->n_loops; i++)
+    for (uint32_t i = 0; i < me->n_loops; i++) {
         if (gw_chantab_init(&me->shards[i].tab) < 0)
             goto fail;
+        gw_history_store_init(&me->shards[i].store, 0);
+        mem_shard_configure(me, &me->shards[i], &node->cfg);
+    }
     *out = &me->base;
     return 0;
 fail:

@@ -233,7 +233,7 @@ void gw_fanout_deliver(gw_loop_t *lp, gw_msg_t *m)
     gw_sub_entry_advance(e, m->offset, m->epoch);
     uint32_t n;
     gw_sub_set_t *const *members = gw_sub_entry_members(e, &n);
-    uint64_t queued = gw_session_deliver(lp, members, n, m->block);
+    uint64_t queued = gw_session_deliver(lp, e, members, n, m->block);
     lp->stats.deliveries += queued;
     nl_hist_record_local(&lp->stats.latency_ns, nl_now_ns() - m->publish_ns);
     if (queued > 0) /* nothing is written for a message every member dropped */

@@ -4,8 +4,9 @@
  *
  * Startup order matters for two reasons. Signals are blocked before the first thread starts,
  * so every thread inherits the mask and only the accept loop's signalfd sees SIGINT/SIGTERM.
- * The engine is created after the IO loops exist (it posts to them) and before the listener
- * starts (sessions call it).
+ * The engine is created before the IO loop threads start (each loop calls its tick from the
+ * first iteration, and the thread's creation is what makes the engine visible to it) and before
+ * the listener starts (sessions call it); it posts to the loops only once work arrives.
  *
  * The shutdown steps run on the accept loop as a small state machine: each step posts one
  * closure to every IO loop, each loop answers by posting back, and the last answer starts the
@@ -56,6 +57,7 @@ static void loop_before_sleep(nl_loop_t *loop, void *arg)
     gw_loop_t *lp = arg;
     gw_fanout_flush(lp);
     gw_fanout_flush_done(lp);
+    lp->node->engine->ops->tick(lp->node->engine, lp->index);
     nl_loop_stats_t st;
     nl_loop_get_stats(loop, &st);
     nl_hist_record_local(&lp->stats.loop_lag_us, st.last_lag_us);
@@ -74,6 +76,9 @@ static int loop_setup(nl_loop_t *loop, gw_loop_t *lp)
     int err = gw_sub_index_init(&lp->subs, &gw_session_sub_cbs, lp);
     if (err < 0)
         return err;
+    err = gw_chantab_init(&lp->recovering);
+    if (err < 0)
+        goto fail_subs;
     err = gw_fanout_init(&lp->fanout, lp->node->n_loops);
     if (err < 0)
         goto fail_subs;
@@ -94,6 +99,7 @@ fail_hb:
 fail_fanout:
     gw_fanout_deinit(&lp->fanout);
 fail_subs:
+    gw_session_recover_deinit(lp);
     gw_sub_index_deinit(&lp->subs);
     return err;
 }
@@ -119,6 +125,7 @@ static void loop_on_stop(nl_loop_t *loop, void *arg)
     gw_heartbeat_deinit(&lp->hb);
     gw_fanout_deinit(&lp->fanout);
     gw_sub_index_deinit(&lp->subs);
+    gw_session_recover_deinit(lp);
     nl_buf_deinit(&lp->scratch);
     free(lp->flush_pub_ns);
     lp->flush_pub_ns = NULL;
@@ -443,9 +450,9 @@ static int node_start(gw_node_t *node)
                                            .queue_capacity = cfg->worker_queue_capacity,
                                        });
     if (err == 0)
-        err = node_start_loops(node);
-    if (err == 0)
         err = gw_engine_memory_new(&node->engine, node);
+    if (err == 0)
+        err = node_start_loops(node);
     /* Admin before the listener: a failing admin bind then leaves no client session behind. */
     if (err == 0)
         err = node_start_admin(node);

@@ -59,6 +59,8 @@ struct gw_loop_s {
     gw_fanout_t fanout;         /* batches toward other loops */
     void *engine_shard;         /* the engine's per-loop state */
     nl_buf_t scratch;           /* encodes one reply frame at a time */
+    gw_chantab_t recovering;    /* Subscribe{recover} waiting for history (gw_session_recover) */
+    uint64_t recover_seq;       /* tickets of those requests */
     uint64_t cross_posts;       /* posts made to other loops (shutdown quiescence) */
     uint64_t acked_cross_posts; /* cross_posts when the loop last answered a shutdown step */
     int start_err;              /* set up on the loop's thread before it runs */

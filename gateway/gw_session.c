@@ -187,19 +187,31 @@ void gw_session_error(gw_loop_t *lp, gw_session_t *s, uint64_t id, gw_proto_err_
                                perr_table[err].text, false);
 }
 
-static void session_send_subscribe_ok(gw_loop_t *lp, gw_session_t *s, uint64_t id,
-                                      const gw_sub_entry_t *e)
+void gw_session_send_subscribe_ok(gw_loop_t *lp, gw_session_t *s, uint64_t id, uint64_t offset,
+                                  uint64_t epoch, bool is_recovered, bool is_recoverable)
 {
-    char epoch[17];
-    gw_engine_epoch_str(gw_sub_entry_epoch(e), epoch);
+    char epoch_hex[17];
+    gw_engine_epoch_str(epoch, epoch_hex);
     Herald__SubscribeOk ok = HERALD__SUBSCRIBE_OK__INIT;
-    ok.offset = gw_sub_entry_offset(e);
-    ok.epoch = epoch;
+    ok.offset = offset;
+    ok.epoch = epoch_hex;
+    ok.recovered = is_recovered;
+    ok.recoverable = is_recoverable;
     Herald__Frame f = HERALD__FRAME__INIT;
     f.id = id;
     f.body_case = HERALD__FRAME__BODY_SUBSCRIBE_OK;
     f.subscribe_ok = &ok;
     (void)gw_session_send(lp, s, &f);
+}
+
+/* SubscribeOk for a plain Subscribe: the live offset of the entry it joined. */
+static void session_subscribed(gw_loop_t *lp, gw_session_t *s, uint64_t id, const gw_sub_entry_t *e)
+{
+    size_t len;
+    const char *name = gw_sub_entry_name(e, &len);
+    gw_engine_t *engine = lp->node->engine;
+    gw_session_send_subscribe_ok(lp, s, id, gw_sub_entry_offset(e), gw_sub_entry_epoch(e), false,
+                                 engine->ops->is_recoverable(engine, lp->index, name, len));
 }
 
 /* --- requests ----------------------------------------------------------------------------- */
@@ -233,12 +245,14 @@ static void session_subscribe(gw_loop_t *lp, gw_session_t *s, const Herald__Fram
         gw_session_error(lp, s, f->id, GW_PERR_TOO_MANY_SUBSCRIPTIONS, 0);
         return;
     }
-    /* Recovery (f->subscribe->recover) needs history, a later issue: the answer says
-     * recovered = false and the client resumes from the live offset. */
+    if (f->subscribe->recover) {
+        gw_session_subscribe_recover(lp, s, f, name, len);
+        return;
+    }
     gw_sub_entry_t *e = NULL;
     int rc = gw_sub_add(&lp->subs, &s->subs, name, len, gw_sub_hash(name, len), f->id, &e);
     if (rc == 1)
-        session_send_subscribe_ok(lp, s, f->id, e);
+        session_subscribed(lp, s, f->id, e);
     else if (rc < 0)
         gw_session_error(lp, s, f->id, GW_PERR_INTERNAL, 0);
     /* rc == 0: the engine's join answer sends SubscribeOk (session_on_joined). */
@@ -254,9 +268,12 @@ static void session_unsubscribe(gw_loop_t *lp, gw_session_t *s, const Herald__Fr
         gw_session_error(lp, s, f->id, GW_PERR_NOT_SUBSCRIBED, 0);
         return;
     }
-    /* Still joining: its Subscribe will get no SubscribeOk now, and every request is answered. */
+    /* Still joining or recovering: its Subscribe will get no SubscribeOk now, and every
+     * request is answered. */
     if (rc == 1)
         gw_session_error(lp, s, sub_id, GW_PERR_CANCELLED, 0);
+    else if (rc == 2)
+        gw_session_recover_withdrawn(lp, s, name, len);
     Herald__UnsubscribeOk ok = HERALD__UNSUBSCRIBE_OK__INIT;
     Herald__Frame r = HERALD__FRAME__INIT;
     r.id = f->id;
@@ -625,7 +642,8 @@ static bool session_slow(gw_loop_t *lp, gw_session_t *s)
 #define DELIVER_AHEAD_SESSION 8
 #define DELIVER_AHEAD_CONN 4
 
-uint64_t gw_session_deliver(gw_loop_t *lp, gw_sub_set_t *const *members, uint32_t n, nl_block_t *b)
+uint64_t gw_session_deliver(gw_loop_t *lp, const gw_sub_entry_t *e, gw_sub_set_t *const *members,
+                            uint32_t n, nl_block_t *b)
 {
     uint64_t queued = 0;
     size_t high_water = lp->high_water_bytes;
@@ -642,6 +660,10 @@ uint64_t gw_session_deliver(gw_loop_t *lp, gw_sub_set_t *const *members, uint32_
         nl_conn_t *c = s->conn;
         if (__builtin_expect(s->state == GW_SESSION_CLOSING, 0))
             continue; /* its last frame, the Disconnect, is queued */
+        /* Waiting for its history answer, which will cover this message too. */
+        if (__builtin_expect(s->flags & GW_SESSION_RECOVERING, 0) &&
+            gw_sub_set_is_recovering(&s->subs, e))
+            continue;
         if (high_water && nl_conn_output_bytes(c) >= high_water) {
             queued += session_slow(lp, s);
             continue;
@@ -684,13 +706,22 @@ static void session_on_joined(gw_sub_set_t *set, uint64_t req_id, int status,
     if (status < 0)
         gw_session_error(lp, s, req_id, GW_PERR_INTERNAL, 0);
     else
-        session_send_subscribe_ok(lp, s, req_id, e);
+        session_subscribed(lp, s, req_id, e);
+}
+
+static void session_on_recover_failed(gw_sub_set_t *set, const char *name, size_t len,
+                                      uint32_t hash, int status, void *arg)
+{
+    NL_UNUSED(hash);
+    NL_UNUSED(status);
+    gw_session_recover_failed(arg, gw_session_of_set(set), name, len);
 }
 
 const gw_sub_index_cbs_t gw_session_sub_cbs = {
     .join = session_on_join,
     .leave = session_on_leave,
     .joined = session_on_joined,
+    .recover_failed = session_on_recover_failed,
 };
 
 /* --- shutdown ----------------------------------------------------------------------------- */

@@ -75,14 +75,20 @@ extern const gw_sub_index_cbs_t gw_session_sub_cbs;
  * Thread: the loop's. */
 void gw_session_on_deadline(nl_wheel_entry_t *e, void *arg);
 
-/* Queues a Push block to each of the n subscribers (sets embedded in sessions), except slow
- * consumers (queued output at or past the high-water mark): for those, per policy, the Push is
- * dropped and counted, or Disconnect{SLOW_CONSUMER} is queued behind their backlog, nothing
- * more is queued for them, and they are closed once it drains (or when slow_consumer_linger
- * ends). Such sessions leave their channels when the loop over members is done, so members
- * stays valid throughout, but the caller must not use it, nor the entry it came from, after.
- * Returns: how many were queued. Thread: lp's loop. */
-uint64_t gw_session_deliver(gw_loop_t *lp, gw_sub_set_t *const *members, uint32_t n, nl_block_t *b);
+/* Queues a Push block to each of the n subscribers (sets embedded in sessions) of entry e,
+ * except those still recovering in e (their history answer covers it) and slow consumers (queued
+ * output at or past the high-water mark): for those, per policy, the Push is dropped and counted,
+ * or Disconnect{SLOW_CONSUMER} is queued behind their backlog, nothing more is queued for them, and
+ * they are closed once it drains (or when slow_consumer_linger ends). Such sessions leave their
+ * channels when the loop over members is done, so members stays valid throughout, but the caller
+ * must not use it, nor the entry it came from, after. Returns: how many were queued. Thread: lp's
+ * loop. */
+uint64_t gw_session_deliver(gw_loop_t *lp, const gw_sub_entry_t *e, gw_sub_set_t *const *members,
+                            uint32_t n, nl_block_t *b);
+
+/* Frees the loop's table of Subscribe{recover} requests waiting for history (lp->recovering;
+ * the loop initialises it with gw_chantab_init). Thread: lp's loop, at its stop. */
+void gw_session_recover_deinit(gw_loop_t *lp);
 
 /* Sends Disconnect{SHUTDOWN, reconnect} to every session of the loop and closes them.
  * Thread: lp's loop. */

@@ -16,6 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "gw_channel_name.h"
 #include "gw_node.h"
 #include "gw_session.h"
 #include "gw_sub.h"
@@ -40,6 +41,9 @@ typedef enum gw_session_state_e {
 /* A Connect was answered BUSY (or INTERNAL): the server, not the client, failed it, so the
  * requests pipelined behind it are answered BUSY until the client sends Connect again. */
 #define GW_SESSION_CONNECT_DEFERRED 0x10u
+/* Some subscription waits for its history answer (gw_session_recover.c): delivery asks
+ * gw_sub_set_is_recovering before queuing a Push. */
+#define GW_SESSION_RECOVERING 0x20u
 
 /*
  * The size of a session before Connect. It is reallocated at Connect to hold the user id and
@@ -106,6 +110,23 @@ size_t gw_session_process(gw_loop_t *lp, gw_session_t *s, nl_buf_t *in);
 /* Connect: verifies the token (on the worker pool, or at once in insecure mode).
  * May reallocate s: re-read nl_conn_data afterwards. */
 void gw_session_connect(gw_loop_t *lp, gw_session_t *s, const Herald__Frame *f, nl_buf_t *in);
+
+/* Sends SubscribeOk{offset, epoch, recovered, recoverable} answering request id. */
+void gw_session_send_subscribe_ok(gw_loop_t *lp, gw_session_t *s, uint64_t id, uint64_t offset,
+                                  uint64_t epoch, bool is_recovered, bool is_recoverable);
+
+/* Subscribe{recover} for channel name[0..len), already checked (name, token, limits, not yet
+ * subscribed): answered now, or after the engine's history answer (gw_session_recover.c). */
+void gw_session_subscribe_recover(gw_loop_t *lp, gw_session_t *s, const Herald__Frame *f,
+                                  const char *name, size_t len);
+
+/* An Unsubscribe took s out of a channel it was recovering (gw_sub_remove returned 2): its
+ * Subscribe is answered CANCELLED and the engine's answer will be dropped. */
+void gw_session_recover_withdrawn(gw_loop_t *lp, gw_session_t *s, const char *chan, size_t len);
+
+/* The channel's join failed while s was recovering in it (already out of it): its Subscribe is
+ * answered INTERNAL. */
+void gw_session_recover_failed(gw_loop_t *lp, gw_session_t *s, const char *chan, size_t len);
 
 /* Whether s's token allows channel name[0..len). */
 bool gw_session_allows(const gw_session_t *s, const char *name, size_t len);

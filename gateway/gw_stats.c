@@ -218,6 +218,12 @@ static void sum_loops(const gw_stats_snapshot_t *snap, totals_t *t)
         t->subscriptions += l->subscriptions;
         t->engine.channels += l->engine.channels;
         t->engine.published += l->engine.published;
+        t->engine.history_channels += l->engine.history_channels;
+        t->engine.history_messages += l->engine.history_messages;
+        t->engine.history_bytes += l->engine.history_bytes;
+        t->engine.history_max_bytes += l->engine.history_max_bytes;
+        for (int r = 0; r < GW_HISTORY_EVICT_REASONS; r++)
+            t->engine.history_evicted[r] += l->engine.history_evicted[r];
     }
 }
 
@@ -308,7 +314,8 @@ static void render_delivery(gw_metrics_t *w, const totals_t *t)
                        NULL, t->s.fanout_batches);
     gw_metrics_counter(w, "herald_fanout_failures_total",
                        "Messages lost to a failed post between loops.", NULL, t->s.fanout_failures);
-    gw_metrics_gauge(w, "herald_channels", "Channels with subscribers.", NULL,
+    gw_metrics_gauge(w, "herald_channels",
+                     "Channels the engine holds: subscribed somewhere, or keeping history.", NULL,
                      (double)t->engine.channels);
     gw_metrics_gauge(w, "herald_subscriptions", "Connection-channel subscriptions.", NULL,
                      (double)t->subscriptions);
@@ -319,6 +326,35 @@ static void render_delivery(gw_metrics_t *w, const totals_t *t)
                        "From the engine accepting a message to its Push written to the sockets "
                        "of a loop's subscribers (those with room).",
                        NULL, &t->s.flush_ns, latency_bounds_s, N_LATENCY, 1e-9);
+}
+
+static void render_history(gw_metrics_t *w, const totals_t *t)
+{
+    static const char *const evict_names[GW_HISTORY_EVICT_REASONS] = {
+        [GW_HISTORY_EVICT_COUNT] = "count",
+        [GW_HISTORY_EVICT_AGE] = "age",
+        [GW_HISTORY_EVICT_MEMORY] = "memory",
+    };
+    const gw_engine_stats_t *e = &t->engine;
+    gw_metrics_gauge(w, "herald_history_channels", "Channels keeping history.", NULL,
+                     (double)e->history_channels);
+    gw_metrics_gauge(w, "herald_history_messages", "Messages kept in channel histories.", NULL,
+                     (double)e->history_messages);
+    gw_metrics_gauge(w, "herald_history_bytes",
+                     "Memory of channel histories (messages, rings), estimated.", NULL,
+                     (double)e->history_bytes);
+    gw_metrics_gauge(w, "herald_history_max_bytes", "The cap on herald_history_bytes.", NULL,
+                     (double)e->history_max_bytes);
+    for (int r = 0; r < GW_HISTORY_EVICT_REASONS; r++)
+        gw_metrics_counter(w, "herald_history_evicted_total",
+                           "Messages dropped from histories, by the bound that dropped them.",
+                           (const char *const[]){"reason", evict_names[r], NULL},
+                           e->history_evicted[r]);
+    for (int r = 0; r < GW_RECOVERY_RESULTS; r++)
+        gw_metrics_counter(w, "herald_recoveries_total",
+                           "Subscribe{recover} requests answered, by result.",
+                           (const char *const[]){"result", gw_recovery_str((gw_recovery_t)r), NULL},
+                           t->s.recoveries[r]);
 }
 
 static void render_pool(gw_metrics_t *w, const gw_stats_snapshot_t *snap)
@@ -356,6 +392,7 @@ int gw_stats_render(const gw_stats_snapshot_t *snap, gw_metrics_format_t format,
     render_per_loop(&w, snap);
     render_sessions(&w, t, snap);
     render_delivery(&w, t);
+    render_history(&w, t);
     render_pool(&w, snap);
     gw_metrics_counter(&w, "herald_admin_requests_total", "Admin HTTP requests.", NULL,
                        snap->http.requests);

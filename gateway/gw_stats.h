@@ -79,9 +79,10 @@ typedef struct gw_stats_s {
     uint64_t unrouted;        /* messages that reached the loop with no local subscriber */
     uint64_t fanout_batches;  /* batches posted to other loops */
     uint64_t fanout_failures; /* messages lost because a post failed (ENOMEM) */
-    nl_hist_t latency_ns;     /* publish (engine accepted) to queued on this loop's sockets */
-    nl_hist_t flush_ns;       /* publish to written to this loop's subscribers' sockets */
-    nl_hist_t loop_lag_us;    /* per iteration: time spent outside epoll_wait */
+    uint64_t recoveries[GW_RECOVERY_RESULTS]; /* Subscribe{recover} answers by result */
+    nl_hist_t latency_ns;  /* publish (engine accepted) to queued on this loop's sockets */
+    nl_hist_t flush_ns;    /* publish to written to this loop's subscribers' sockets */
+    nl_hist_t loop_lag_us; /* per iteration: time spent outside epoll_wait */
 } gw_stats_t;
 
 /* What one loop reports at scrape time. */

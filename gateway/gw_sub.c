@@ -87,6 +87,11 @@ static uint32_t *set_pos(gw_sub_set_t *set)
     return set->cap == 0 ? set->inl_pos : (uint32_t *)(set->u.heap + set->cap);
 }
 
+static const uint32_t *set_pos_const(const gw_sub_set_t *set)
+{
+    return set->cap == 0 ? set->inl_pos : (const uint32_t *)(set->u.heap + set->cap);
+}
+
 static gw_sub_entry_t *const *set_entries_const(const gw_sub_set_t *set)
 {
     return set->cap == 0 ? set->u.inl : set->u.heap;
@@ -229,7 +234,7 @@ static bool entry_drop_member(gw_sub_entry_t *e, gw_sub_set_t *set, uint32_t pos
         members[pos] = moved;
         int k = set_find(moved, e);
         NL_ASSERT(k >= 0);
-        set_pos(moved)[k] = pos;
+        set_pos(moved)[k] = pos | (set_pos(moved)[k] & GW_SUB_POS_RECOVERING);
     }
     return e->key.user == GW_SUB_JOINING && pending_remove(e, set, req_id);
 }
@@ -244,8 +249,10 @@ static void entry_maybe_release(gw_sub_index_t *ix, gw_sub_entry_t *e)
     entry_free(e);
 }
 
-int gw_sub_add(gw_sub_index_t *ix, gw_sub_set_t *set, const char *name, size_t len, uint32_t hash,
-               uint64_t req_id, gw_sub_entry_t **out)
+/* gw_sub_add and gw_sub_add_recovering: a recovering member is in the entry (it keeps the
+ * entry alive and counts as subscribed) but waits for the history answer, not for the join. */
+static int sub_add(gw_sub_index_t *ix, gw_sub_set_t *set, const char *name, size_t len,
+                   uint32_t hash, uint64_t req_id, gw_sub_entry_t **out, bool is_recovering)
 {
     if (len > UINT16_MAX)
         return -EINVAL;
@@ -259,7 +266,7 @@ int gw_sub_add(gw_sub_index_t *ix, gw_sub_set_t *set, const char *name, size_t l
     int err = set_reserve(set);
     if (err == 0)
         err = entry_reserve(e);
-    if (err == 0 && e->key.user == GW_SUB_JOINING)
+    if (err == 0 && e->key.user == GW_SUB_JOINING && !is_recovering)
         err = pending_reserve(e);
     if (err == 0 && is_new)
         err = gw_chantab_insert(&ix->tab, &e->key);
@@ -270,31 +277,70 @@ int gw_sub_add(gw_sub_index_t *ix, gw_sub_set_t *set, const char *name, size_t l
     }
     entry_members(e)[e->count] = set;
     set_entries(set)[set->count] = e;
-    set_pos(set)[set->count] = e->count;
+    set_pos(set)[set->count] = e->count | (is_recovering ? GW_SUB_POS_RECOVERING : 0);
     e->count++;
     set->count++;
     ix->subscriptions++;
     if (out)
         *out = e;
-    if (e->key.user == GW_SUB_ACTIVE)
+    if (e->key.user == GW_SUB_ACTIVE && !is_recovering)
         return 1;
-    gw_sub_pending_t *p = e->u.pending;
-    p->items[p->count++] = (gw_sub_pending_item_t){.set = set, .req_id = req_id};
+    if (!is_recovering) {
+        gw_sub_pending_t *p = e->u.pending;
+        p->items[p->count++] = (gw_sub_pending_item_t){.set = set, .req_id = req_id};
+    }
     if (is_new)
         ix->cbs->join(e->name, e->key.name_len, e->key.hash, ix->arg);
     return 0;
 }
 
+int gw_sub_add(gw_sub_index_t *ix, gw_sub_set_t *set, const char *name, size_t len, uint32_t hash,
+               uint64_t req_id, gw_sub_entry_t **out)
+{
+    return sub_add(ix, set, name, len, hash, req_id, out, false);
+}
+
+int gw_sub_add_recovering(gw_sub_index_t *ix, gw_sub_set_t *set, const char *name, size_t len,
+                          uint32_t hash, gw_sub_entry_t **out)
+{
+    return sub_add(ix, set, name, len, hash, 0, out, true);
+}
+
+bool gw_sub_set_is_recovering(const gw_sub_set_t *set, const gw_sub_entry_t *e)
+{
+    int k = set_find(set, e);
+    return k >= 0 && (set_pos_const(set)[k] & GW_SUB_POS_RECOVERING);
+}
+
+bool gw_sub_set_has_recovering(const gw_sub_set_t *set)
+{
+    const uint32_t *pos = set_pos_const(set);
+    for (uint32_t i = 0; i < set->count; i++)
+        if (pos[i] & GW_SUB_POS_RECOVERING)
+            return true;
+    return false;
+}
+
+int gw_sub_recovered(gw_sub_set_t *set, const gw_sub_entry_t *e)
+{
+    int k = set_find(set, e);
+    if (k < 0 || !(set_pos(set)[k] & GW_SUB_POS_RECOVERING))
+        return -ENOENT;
+    set_pos(set)[k] &= ~GW_SUB_POS_RECOVERING;
+    return 0;
+}
+
 /* Removes slot k of set (its entry may then go). Returns whether it was still joining, with
  * the Subscribe's request in *req_id. */
-static bool set_remove_slot(gw_sub_index_t *ix, gw_sub_set_t *set, uint32_t k, uint64_t *req_id)
+static int set_remove_slot(gw_sub_index_t *ix, gw_sub_set_t *set, uint32_t k, uint64_t *req_id)
 {
     gw_sub_entry_t *e = set_entries(set)[k];
-    bool was_joining = entry_drop_member(e, set, set_pos(set)[k], req_id);
+    uint32_t pos = set_pos(set)[k];
+    bool was_joining = entry_drop_member(e, set, pos & ~GW_SUB_POS_RECOVERING, req_id);
     set_drop_slot(set, k);
     ix->subscriptions--;
     entry_maybe_release(ix, e);
-    return was_joining;
+    return (pos & GW_SUB_POS_RECOVERING) ? 2 : was_joining ? 1 : 0;
 }
 
 int gw_sub_remove(gw_sub_index_t *ix, gw_sub_set_t *set, const char *name, size_t len,
@@ -304,7 +350,7 @@ int gw_sub_remove(gw_sub_index_t *ix, gw_sub_set_t *set, const char *name, size_
     int k = e ? set_find(set, e) : -1;
     if (k < 0)
         return -ENOENT;
-    return set_remove_slot(ix, set, (uint32_t)k, pending_req) ? 1 : 0;
+    return set_remove_slot(ix, set, (uint32_t)k, pending_req);
 }
 
 void gw_sub_remove_all(gw_sub_index_t *ix, gw_sub_set_t *set)
@@ -319,19 +365,29 @@ void gw_sub_remove_all(gw_sub_index_t *ix, gw_sub_set_t *set)
  * hears about it. */
 static void joined_failed(gw_sub_index_t *ix, gw_sub_entry_t *e, gw_sub_pending_t *p, int status)
 {
-    while (e->count > 0) {
-        gw_sub_set_t *set = entry_members(e)[e->count - 1];
+    /* The recovering members are gathered at the front of the member array as it is read
+     * (slot n_recovering <= i is written after slot i was read), to be told once the entry is
+     * out of the index. */
+    gw_sub_set_t **members = entry_members(e);
+    uint32_t n_recovering = 0;
+    for (uint32_t i = 0; i < e->count; i++) {
+        gw_sub_set_t *set = members[i];
         int k = set_find(set, e);
         NL_ASSERT(k >= 0);
+        bool is_recovering = set_pos(set)[k] & GW_SUB_POS_RECOVERING;
         set_drop_slot(set, (uint32_t)k);
-        e->count--;
-        ix->subscriptions--;
+        if (is_recovering)
+            members[n_recovering++] = set;
     }
+    ix->subscriptions -= e->count;
+    e->count = 0;
     gw_chantab_remove(&ix->tab, &e->key);
-    entry_free(e);
     for (uint32_t i = 0; p && i < p->count; i++)
         ix->cbs->joined(p->items[i].set, p->items[i].req_id, status, NULL, ix->arg);
     free(p);
+    for (uint32_t i = 0; i < n_recovering; i++)
+        ix->cbs->recover_failed(members[i], e->name, e->key.name_len, e->key.hash, status, ix->arg);
+    entry_free(e);
 }
 
 void gw_sub_joined(gw_sub_index_t *ix, const char *name, size_t len, uint32_t hash, int status,

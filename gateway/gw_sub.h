@@ -11,6 +11,12 @@
  *   - ACTIVE: the engine answered (gw_sub_joined) with the channel's offset and epoch. Members
  *     added later get their SubscribeOk at once, with the offset of the last message this loop
  *     saw (gw_sub_entry_advance), because every later message reaches them too.
+ * A member may also be RECOVERING (gw_sub_add_recovering): it asked for the messages it
+ * missed, and waits for the engine's history answer rather than the join's. It is in the entry
+ * (it keeps the entry alive, and counts as subscribed) but must not be delivered to, since the
+ * history answer covers everything up to the moment it arrives: gw_sub_set_is_recovering tells,
+ * and gw_sub_recovered makes it an ordinary member once the answer has been sent. The flag is
+ * the top bit of the member's position in its set slot, so it costs no memory.
  * The last member leaving an ACTIVE entry frees it and asks the engine to drop the loop
  * (cbs->leave). A JOINING entry that loses its last member stays until the engine answers, and
  * is then freed with a leave: a leave overtaking its own join could otherwise strand the
@@ -22,8 +28,9 @@
  *
  * Thread: an index and its sets belong to one loop; nothing locks.
  * Ownership: the caller owns the index value and each set; the index owns its entries.
- * Callbacks: cbs->join and cbs->leave run inside gw_sub_add/remove/joined; cbs->joined runs
- * inside gw_sub_joined and must not add to or remove from the entry it reports.
+ * Callbacks: cbs->join and cbs->leave run inside gw_sub_add/remove/joined; cbs->joined and
+ * cbs->recover_failed run inside gw_sub_joined and must not add to or remove from the entry
+ * they report.
  * Usage: gw_sub_index_init(&ix, &cbs, arg); on Subscribe: rc = gw_sub_add(&ix, &s->subs, ...)
  *        (1: answer now, 0: cbs->joined answers later); on a message: e = gw_sub_find(...),
  *        if active, deliver to gw_sub_entry_members(e, &n); on close: gw_sub_remove_all.
@@ -42,6 +49,8 @@
 /* The most channels one set (one connection) can be in: its slot count is a uint16_t that
  * doubles from GW_SUB_INLINE. [limits] max_subscriptions stops here. */
 #define GW_SUB_SET_MAX 32768u
+/* In a set slot's position: the member is RECOVERING (positions stay below 2^31). */
+#define GW_SUB_POS_RECOVERING 0x80000000u
 
 typedef struct gw_sub_entry_s gw_sub_entry_t;
 
@@ -89,11 +98,16 @@ typedef void (*gw_sub_engine_cb)(const char *name, size_t len, uint32_t hash, vo
  * (the subscription is already undone). */
 typedef void (*gw_sub_joined_cb)(gw_sub_set_t *set, uint64_t req_id, int status,
                                  const gw_sub_entry_t *e, void *arg);
+/* The join of a channel failed while set was RECOVERING in it: set is already out of the
+ * channel (whose entry is gone from the index; name is valid during the call). */
+typedef void (*gw_sub_recover_failed_cb)(gw_sub_set_t *set, const char *name, size_t len,
+                                         uint32_t hash, int status, void *arg);
 
 typedef struct gw_sub_index_cbs_s {
     gw_sub_engine_cb join;
     gw_sub_engine_cb leave;
     gw_sub_joined_cb joined;
+    gw_sub_recover_failed_cb recover_failed;
 } gw_sub_index_cbs_t;
 
 typedef struct gw_sub_index_s {
@@ -125,9 +139,27 @@ void gw_sub_index_deinit(gw_sub_index_t *ix);
 int gw_sub_add(gw_sub_index_t *ix, gw_sub_set_t *set, const char *name, size_t len, uint32_t hash,
                uint64_t req_id, gw_sub_entry_t **out);
 
+/* Adds set to channel name[0..len) as a RECOVERING member (see above), creating the entry and
+ * calling cbs->join if needed. The caller asks the engine for the history and answers the
+ * Subscribe itself; the joined callback never reports this member.
+ * Returns: 0; -EEXIST; -ENOMEM (nothing changed). Thread: the owner. */
+int gw_sub_add_recovering(gw_sub_index_t *ix, gw_sub_set_t *set, const char *name, size_t len,
+                          uint32_t hash, gw_sub_entry_t **out);
+
+/* Whether set is a RECOVERING member of e. O(channels of set). */
+bool gw_sub_set_is_recovering(const gw_sub_set_t *set, const gw_sub_entry_t *e);
+
+/* Whether set is RECOVERING in any channel. O(channels of set). */
+bool gw_sub_set_has_recovering(const gw_sub_set_t *set);
+
+/* Makes set, RECOVERING in e, an ordinary member. Returns: 0; -ENOENT (not recovering there).
+ * Thread: the owner. */
+int gw_sub_recovered(gw_sub_set_t *set, const gw_sub_entry_t *e);
+
 /* Takes set out of channel name[0..len). Returns: 0; 1 when set was still waiting for the
  * engine's answer, its Subscribe unanswered: *pending_req gets that request's id, which
- * cbs->joined will now never see; -ENOENT when set was not in the channel.
+ * cbs->joined will now never see; 2 when set was RECOVERING (its Subscribe unanswered too; the
+ * caller knows the request); -ENOENT when set was not in the channel.
  * Thread: the owner. Callbacks: cbs->leave when the entry goes. */
 int gw_sub_remove(gw_sub_index_t *ix, gw_sub_set_t *set, const char *name, size_t len,
                   uint32_t hash, uint64_t *pending_req);

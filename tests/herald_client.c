@@ -398,6 +398,32 @@ int test_client_subscribe(test_client_t *c, const char *channel, uint64_t *offse
     return 0;
 }
 
+int test_client_subscribe_from(test_client_t *c, const char *channel, const char *epoch,
+                               uint64_t offset, test_sub_ok_t *ok, int timeout_ms)
+{
+    Herald__Frame f;
+    Herald__Subscribe body;
+    test_frame_subscribe(&f, &body, channel);
+    if (epoch) {
+        body.recover = true;
+        body.epoch = (char *)(uintptr_t)epoch;
+        body.offset = offset;
+    }
+    Herald__Frame *r;
+    int rc = request_expect(c, &f, HERALD__FRAME__BODY_SUBSCRIBE_OK, &r, timeout_ms);
+    if (rc < 0)
+        return rc;
+    if (ok) {
+        const Herald__SubscribeOk *so = r->subscribe_ok;
+        ok->offset = so->offset;
+        snprintf(ok->epoch, sizeof(ok->epoch), "%s", so->epoch ? so->epoch : "");
+        ok->is_recovered = so->recovered;
+        ok->is_recoverable = so->recoverable;
+    }
+    proto_frame_free(r);
+    return 0;
+}
+
 int test_client_unsubscribe(test_client_t *c, const char *channel, int timeout_ms)
 {
     Herald__Frame f;
@@ -409,6 +435,12 @@ int test_client_unsubscribe(test_client_t *c, const char *channel, int timeout_m
 int test_client_publish(test_client_t *c, const char *channel, const void *payload, size_t len,
                         uint64_t *offset, int timeout_ms)
 {
+    return test_client_publish_ex(c, channel, payload, len, offset, NULL, timeout_ms);
+}
+
+int test_client_publish_ex(test_client_t *c, const char *channel, const void *payload, size_t len,
+                           uint64_t *offset, char epoch[17], int timeout_ms)
+{
     Herald__Frame f;
     Herald__Publish body;
     test_frame_publish(&f, &body, channel, payload, len);
@@ -418,6 +450,8 @@ int test_client_publish(test_client_t *c, const char *channel, const void *paylo
         return rc;
     if (offset)
         *offset = r->publish_ok->offset;
+    if (epoch)
+        snprintf(epoch, 17, "%s", r->publish_ok->epoch ? r->publish_ok->epoch : "");
     proto_frame_free(r);
     return 0;
 }

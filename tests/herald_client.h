@@ -101,6 +101,20 @@ int test_client_auth(test_client_t *c, uint16_t port, const char *token, int tim
  * Thread: c's. */
 int test_client_subscribe(test_client_t *c, const char *channel, uint64_t *offset, int timeout_ms);
 
+/* What a SubscribeOk said. */
+typedef struct test_sub_ok_s {
+    uint64_t offset;
+    char epoch[17];
+    bool is_recovered;
+    bool is_recoverable;
+} test_sub_ok_t;
+
+/* Subscribes to channel and waits for SubscribeOk, whose fields go to *ok (may be NULL). With
+ * epoch (not NULL) the Subscribe asks to recover what came after offset in epoch.
+ * Returns: as test_client_subscribe. Thread: c's. */
+int test_client_subscribe_from(test_client_t *c, const char *channel, const char *epoch,
+                               uint64_t offset, test_sub_ok_t *ok, int timeout_ms);
+
 /* Unsubscribes and waits for UnsubscribeOk. Returns: as test_client_subscribe. */
 int test_client_unsubscribe(test_client_t *c, const char *channel, int timeout_ms);
 
@@ -108,6 +122,10 @@ int test_client_unsubscribe(test_client_t *c, const char *channel, int timeout_m
  * the assigned offset. Returns: as test_client_subscribe. Thread: c's. */
 int test_client_publish(test_client_t *c, const char *channel, const void *payload, size_t len,
                         uint64_t *offset, int timeout_ms);
+
+/* As test_client_publish; epoch (17 bytes, may be NULL) also gets PublishOk's epoch. */
+int test_client_publish_ex(test_client_t *c, const char *channel, const void *payload, size_t len,
+                           uint64_t *offset, char epoch[17], int timeout_ms);
 
 /* Sends Ping and waits for the Pong answering it. Pushes received first are kept.
  * Returns: 0; -EPROTO; -ETIMEDOUT; -ECONNRESET (closed). Thread: c's. */

@@ -2,8 +2,10 @@
  * test_gw_sub: the per-loop subscription index: join on the first subscriber, SubscribeOk
  * answered once the engine replies, leave on the last, a JOINING entry that empties before its
  * answer, a failed join, O(1) removal with position fix-ups, inline-to-heap growth, and table
- * growth and shrinkage over many channels; and the epoch's wire form (gw_engine_epoch_str),
- * which SubscribeOk and every Push carry, against printf's %016x.
+ * growth and shrinkage over many channels; RECOVERING members (in the entry, keeping it alive,
+ * never answered by the join, flagged through position fix-ups, reported when the join fails);
+ * and the epoch's wire form (gw_engine_epoch_str, gw_engine_epoch_parse), which SubscribeOk and
+ * every Push carry, against printf's %016x.
  *
  * The engine is a recorder: join/leave calls and joined answers land in arrays the tests check.
  */
@@ -42,6 +44,8 @@ typedef struct {
     answer_t answers[MAX_CALLS];
     size_t n_answers;
     uint64_t withdrawn; /* set by rem(): the id gw_sub_remove reported */
+    gw_sub_set_t *recover_failed[8];
+    size_t n_recover_failed;
 } fx_t;
 
 static void on_engine(int kind, const char *name, size_t len, uint32_t hash, void *arg)
@@ -74,7 +78,21 @@ static void on_joined(gw_sub_set_t *set, uint64_t req_id, int status, const gw_s
         .set = set, .req_id = req_id, .status = status, .offset = e ? gw_sub_entry_offset(e) : 0};
 }
 
-static const gw_sub_index_cbs_t cbs = {.join = on_join, .leave = on_leave, .joined = on_joined};
+static void on_recover_failed(gw_sub_set_t *set, const char *name, size_t len, uint32_t hash,
+                              int status, void *arg)
+{
+    fx_t *fx = arg;
+    assert_int_equal(hash, gw_sub_hash(name, len));
+    assert_true(status < 0);
+    /* The entry is out of the index already, and the set out of the channel. */
+    assert_null(gw_sub_find(&fx->ix, name, len, hash));
+    assert_false(gw_sub_set_has(set, name, len));
+    assert_true(fx->n_recover_failed < 8);
+    fx->recover_failed[fx->n_recover_failed++] = set;
+}
+
+static const gw_sub_index_cbs_t cbs = {
+    .join = on_join, .leave = on_leave, .joined = on_joined, .recover_failed = on_recover_failed};
 
 static int setup(void **state)
 {
@@ -116,6 +134,109 @@ static void joined(fx_t *fx, const char *name, int status, uint64_t offset)
 static gw_sub_entry_t *find(fx_t *fx, const char *name)
 {
     return gw_sub_find(&fx->ix, name, strlen(name), gw_sub_hash(name, strlen(name)));
+}
+
+static int add_recovering(fx_t *fx, gw_sub_set_t *set, const char *name)
+{
+    return gw_sub_add_recovering(&fx->ix, set, name, strlen(name), gw_sub_hash(name, strlen(name)),
+                                 NULL);
+}
+
+/* A recovering member is in the entry (counted, listed, keeping it), is not answered by the
+ * join, and becomes an ordinary member with gw_sub_recovered. */
+static void test_gw_sub_recovering_member(void **state)
+{
+    fx_t *fx = *state;
+    gw_sub_set_t a = {0}, r = {0};
+    assert_int_equal(add_recovering(fx, &r, "c"), 0); /* first: it joins */
+    assert_int_equal(add(fx, &a, "c", 5), 0);
+    assert_int_equal(fx->n_calls, 1);
+    assert_int_equal(add_recovering(fx, &r, "c"), -EEXIST);
+    gw_sub_entry_t *e = find(fx, "c");
+    assert_true(gw_sub_set_is_recovering(&r, e));
+    assert_true(gw_sub_set_has_recovering(&r));
+    assert_false(gw_sub_set_is_recovering(&a, e));
+    joined(fx, "c", 0, 10);
+    assert_int_equal(fx->n_answers, 1); /* only a's Subscribe */
+    assert_ptr_equal(fx->answers[0].set, &a);
+    uint32_t n;
+    gw_sub_entry_members(e, &n);
+    assert_int_equal(n, 2);
+    assert_int_equal(fx->ix.subscriptions, 2);
+    /* Everyone else leaves: the recovering member keeps the entry. */
+    assert_int_equal(rem(fx, &a, "c"), 0);
+    assert_ptr_equal(find(fx, "c"), e);
+    assert_int_equal(fx->n_calls, 1);
+    assert_int_equal(gw_sub_recovered(&r, e), 0);
+    assert_false(gw_sub_set_is_recovering(&r, e));
+    assert_false(gw_sub_set_has_recovering(&r));
+    assert_int_equal(gw_sub_recovered(&r, e), -ENOENT);
+    assert_int_equal(rem(fx, &r, "c"), 0);
+    assert_int_equal(fx->n_calls, 2); /* the leave */
+    assert_null(find(fx, "c"));
+}
+
+/* On an ACTIVE entry too, and removal reports 2 for a member still recovering. */
+static void test_gw_sub_recovering_removed(void **state)
+{
+    fx_t *fx = *state;
+    gw_sub_set_t a = {0}, r = {0};
+    assert_int_equal(add(fx, &a, "c", 1), 0);
+    joined(fx, "c", 0, 3);
+    assert_int_equal(add_recovering(fx, &r, "c"), 0);
+    assert_int_equal(fx->n_calls, 1); /* no second join */
+    assert_true(gw_sub_set_is_recovering(&r, find(fx, "c")));
+    assert_int_equal(rem(fx, &r, "c"), 2);
+    assert_int_equal(rem(fx, &a, "c"), 0);
+    assert_null(find(fx, "c"));
+}
+
+/* The flag rides along when swap-removal moves the member to another position. */
+static void test_gw_sub_recovering_flag_survives_moves(void **state)
+{
+    fx_t *fx = *state;
+    gw_sub_set_t s[4];
+    memset(s, 0, sizeof(s));
+    assert_int_equal(add(fx, &s[0], "c", 1), 0);
+    joined(fx, "c", 0, 0);
+    assert_int_equal(add(fx, &s[1], "c", 2), 1);
+    assert_int_equal(add(fx, &s[2], "c", 3), 1);
+    assert_int_equal(add_recovering(fx, &s[3], "c"), 0); /* last position */
+    assert_int_equal(rem(fx, &s[0], "c"), 0);            /* s[3] moves to position 0 */
+    gw_sub_entry_t *e = find(fx, "c");
+    uint32_t n;
+    gw_sub_set_t *const *m = gw_sub_entry_members(e, &n);
+    assert_int_equal(n, 3);
+    assert_ptr_equal(m[0], &s[3]);
+    assert_true(gw_sub_set_is_recovering(&s[3], e));
+    assert_false(gw_sub_set_is_recovering(&s[1], e));
+    /* Removal from its new position works, and reports it recovering. */
+    assert_int_equal(rem(fx, &s[3], "c"), 2);
+    gw_sub_entry_members(e, &n);
+    assert_int_equal(n, 2);
+    gw_sub_remove_all(&fx->ix, &s[1]);
+    gw_sub_remove_all(&fx->ix, &s[2]);
+    assert_null(find(fx, "c"));
+}
+
+/* A failed join takes recovering members out too and reports each through recover_failed. */
+static void test_gw_sub_failed_join_reports_recovering(void **state)
+{
+    fx_t *fx = *state;
+    gw_sub_set_t a = {0}, r1 = {0}, r2 = {0};
+    assert_int_equal(add_recovering(fx, &r1, "c"), 0);
+    assert_int_equal(add(fx, &a, "c", 4), 0);
+    assert_int_equal(add_recovering(fx, &r2, "c"), 0);
+    joined(fx, "c", -ENOMEM, 0);
+    assert_null(find(fx, "c"));
+    assert_int_equal(fx->n_answers, 1);
+    assert_int_equal(fx->answers[0].status, -ENOMEM);
+    assert_int_equal(fx->n_recover_failed, 2);
+    assert_true((fx->recover_failed[0] == &r1 && fx->recover_failed[1] == &r2) ||
+                (fx->recover_failed[0] == &r2 && fx->recover_failed[1] == &r1));
+    assert_int_equal(gw_sub_set_count(&r1), 0);
+    assert_int_equal(gw_sub_set_count(&r2), 0);
+    assert_int_equal(fx->ix.subscriptions, 0);
 }
 
 static void test_gw_sub_first_subscriber_joins_then_answered(void **state)
@@ -323,6 +444,20 @@ static void test_gw_engine_epoch_str(void **state)
         gw_engine_epoch_str(epochs[i], got);
         snprintf(want, sizeof(want), "%016llx", (unsigned long long)epochs[i]);
         assert_string_equal(got, want);
+        uint64_t back = 0;
+        assert_int_equal(gw_engine_epoch_parse(got, &back), 0);
+        assert_int_equal(back, epochs[i]);
+    }
+    static const char *const bad[] = {"",
+                                      "0123",
+                                      "0123456789abcdef0",
+                                      "0123456789ABCDEF",
+                                      "0123456789abcdeg",
+                                      " 123456789abcdef"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        uint64_t v = 42;
+        assert_int_equal(gw_engine_epoch_parse(bad[i], &v), -EINVAL);
+        assert_int_equal(v, 42);
     }
 }
 
@@ -337,6 +472,12 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_gw_sub_failed_join_undoes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_gw_sub_swap_remove_keeps_positions, setup, teardown),
         cmocka_unit_test_setup_teardown(test_gw_sub_table_grows_and_shrinks, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_gw_sub_recovering_member, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_gw_sub_recovering_removed, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_gw_sub_recovering_flag_survives_moves, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_gw_sub_failed_join_reports_recovering, setup,
+                                        teardown),
         cmocka_unit_test(test_gw_engine_epoch_str),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
