@@ -308,6 +308,11 @@ void gw_redis_link_free(gw_redis_link_t *l)
     free(l);
 }
 
+void gw_redis_link_reset(gw_redis_link_t *l, int err)
+{
+    link_abort(l, err);
+}
+
 gw_redis_state_t gw_redis_link_state(const gw_redis_link_t *l)
 {
     return l->state;

@@ -93,6 +93,12 @@ void gw_redis_link_free(gw_redis_link_t *l);
 int gw_redis_link_command(gw_redis_link_t *l, gw_redis_reply_cb cb, void *arg, int argc,
                           const char *const *argv, const size_t *argvlen);
 
+/* Takes the link down now as if it had failed with err (commands in flight answered NULL,
+ * on_down, reconnect after the backoff): for a caller that found the server unhealthy through
+ * another connection. No-op unless UP or CONNECTING. Thread: loop's owner; not from the link's
+ * callbacks. */
+void gw_redis_link_reset(gw_redis_link_t *l, int err);
+
 gw_redis_state_t gw_redis_link_state(const gw_redis_link_t *l);
 
 /* Commands in flight now. */

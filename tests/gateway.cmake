@@ -17,9 +17,11 @@ if(TARGET gateway_core)
     herald_unit(test_gw_history_rules LIBS gateway_core LABELS unit)
     herald_unit(test_gw_history LIBS gateway_core LABELS unit)
     # The Redis link against real redis-server processes (tests/redis_harness.c).
-    herald_test(test_gw_redis_link SOURCES integration/test_gw_redis_link.c redis_harness.c
-                LIBS gateway_core LABELS integration TIMEOUT 120)
-    target_include_directories(test_gw_redis_link PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
+    foreach(t test_gw_redis_link test_gw_redis_sub)
+        herald_test(${t} SOURCES integration/${t}.c redis_harness.c LIBS gateway_core
+                    LABELS integration TIMEOUT 120)
+        target_include_directories(${t} PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
+    endforeach()
 endif()
 
 # Fuzz targets for what clients and operators hand the gateway: tokens, channel names, the
