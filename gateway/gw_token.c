@@ -187,6 +187,14 @@ static gw_token_err_t read_claims(json_t *claims, int64_t now_s, size_t max_chan
 gw_token_err_t gw_token_verify(const char *token, size_t len, const void *secret, size_t secret_len,
                                int64_t now_s, size_t max_channel_bytes, gw_token_claims_t *out)
 {
+    gw_token_key_t key = {.secret = secret, .len = secret_len};
+    return gw_token_verify_keys(token, len, &key, 1, now_s, max_channel_bytes, out, NULL);
+}
+
+gw_token_err_t gw_token_verify_keys(const char *token, size_t len, const gw_token_key_t *keys,
+                                    size_t n_keys, int64_t now_s, size_t max_channel_bytes,
+                                    gw_token_claims_t *out, size_t *key_index)
+{
     if (token == NULL || len == 0 || len > GW_TOKEN_MAX_BYTES)
         return GW_TOKEN_ERR_MALFORMED;
     /* Shape: exactly two dots, three non-empty runs of base64url characters. */
@@ -217,11 +225,22 @@ gw_token_err_t gw_token_verify(const char *token, size_t len, const void *secret
         return rc;
 
     /* The signature covers "header.payload" exactly as sent. Comparing the base64url text of
-     * the expected MAC, rather than decoded bytes, also refuses non-canonical encodings. */
-    char expected[MAC_B64_LEN + 4];
-    if (mac_b64(secret, secret_len, token, (size_t)(dot2 - token), expected) != 0 ||
-        sig_len != MAC_B64_LEN || CRYPTO_memcmp(expected, dot2 + 1, MAC_B64_LEN) != 0)
+     * the expected MAC, rather than decoded bytes, also refuses non-canonical encodings. Each
+     * key is tried in turn (a secret rotation keeps the old ones for a while); the shape and
+     * the header were checked once above, and nothing unsigned is parsed until one matches. */
+    if (sig_len != MAC_B64_LEN)
         return GW_TOKEN_ERR_SIGNATURE;
+    size_t match = n_keys;
+    for (size_t k = 0; k < n_keys && match == n_keys; k++) {
+        char expected[MAC_B64_LEN + 4];
+        if (mac_b64(keys[k].secret, keys[k].len, token, (size_t)(dot2 - token), expected) == 0 &&
+            CRYPTO_memcmp(expected, dot2 + 1, MAC_B64_LEN) == 0)
+            match = k;
+    }
+    if (match == n_keys)
+        return GW_TOKEN_ERR_SIGNATURE;
+    if (key_index != NULL)
+        *key_index = match;
 
     json_t *claims = decode_object(dot1 + 1, payload_len, buf);
     if (claims == NULL)

@@ -74,6 +74,22 @@ typedef struct gw_token_claims_s {
 gw_token_err_t gw_token_verify(const char *token, size_t len, const void *secret, size_t secret_len,
                                int64_t now_s, size_t max_channel_bytes, gw_token_claims_t *out);
 
+/* One HS256 key: secret[0..len). Not NUL-terminated; the caller owns the bytes. */
+typedef struct gw_token_key_s {
+    const void *secret;
+    size_t len;
+} gw_token_key_t;
+
+/* As gw_token_verify, with several keys: the signature may match any of keys[0..n_keys) (the
+ * current secret and those kept during a rotation). *key_index (may be NULL) gets the index
+ * of the key that matched, on GW_TOKEN_OK and on every error found after the signature
+ * (claims, time). Keys are tried in order; each costs one HMAC, and only a signature that
+ * matches none of them is refused. n_keys 0 refuses every token with GW_TOKEN_ERR_SIGNATURE.
+ * Returns: as gw_token_verify. Thread: any. Ownership: nothing retained. */
+gw_token_err_t gw_token_verify_keys(const char *token, size_t len, const gw_token_key_t *keys,
+                                    size_t n_keys, int64_t now_s, size_t max_channel_bytes,
+                                    gw_token_claims_t *out, size_t *key_index);
+
 /* Signs a token for sub, valid from now_s for ttl_s seconds (exp = now_s + ttl_s, iat = now_s),
  * granting the n patterns in channels (n may be 0). Writes a NUL-terminated token to out.
  * Returns: the token length (excluding the NUL); -EINVAL when sub is empty or too long, a

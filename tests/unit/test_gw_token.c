@@ -128,6 +128,54 @@ static void test_gw_token_sign_round_trip(void **state)
     assert_false(gw_token_claims_allow(&c, "user:carol", 10));
 }
 
+/* Several keys (a secret rotation): a token signed by any of them verifies, and the index of
+ * the key that matched comes back, also when the claims are refused after the signature. */
+static void test_gw_token_verify_keys(void **state)
+{
+    (void)state;
+    static const char old_secret[] = "old-secret-0123456789";
+    const gw_token_key_t keys[] = {{SECRET, SECRET_LEN}, {old_secret, sizeof(old_secret) - 1}};
+    char by_old[GW_TOKEN_MAX_BYTES + 1];
+    char by_new[GW_TOKEN_MAX_BYTES + 1];
+    ssize_t n_old = gw_token_sign("ann", NULL, 0, NOW, 60, old_secret, sizeof(old_secret) - 1,
+                                  by_old, sizeof(by_old));
+    ssize_t n_new =
+        gw_token_sign("ann", NULL, 0, NOW, 60, SECRET, SECRET_LEN, by_new, sizeof(by_new));
+    assert_true(n_old > 0 && n_new > 0);
+    gw_token_claims_t c;
+    size_t which = 99;
+    assert_int_equal(gw_token_verify_keys(by_new, (size_t)n_new, keys, 2, NOW, 0, &c, &which),
+                     GW_TOKEN_OK);
+    assert_int_equal(which, 0);
+    assert_int_equal(gw_token_verify_keys(by_old, (size_t)n_old, keys, 2, NOW, 0, &c, &which),
+                     GW_TOKEN_OK);
+    assert_int_equal(which, 1);
+    assert_string_equal(c.sub, "ann");
+    /* Either order of the keys, and no index wanted. */
+    assert_int_equal(gw_token_verify_keys(by_old, (size_t)n_old, keys + 1, 1, NOW, 0, &c, NULL),
+                     GW_TOKEN_OK);
+    /* The old key removed: refused as a bad signature. No key at all: everything refused. */
+    assert_int_equal(gw_token_verify_keys(by_old, (size_t)n_old, keys, 1, NOW, 0, &c, &which),
+                     GW_TOKEN_ERR_SIGNATURE);
+    assert_int_equal(gw_token_verify_keys(by_new, (size_t)n_new, keys, 0, NOW, 0, &c, &which),
+                     GW_TOKEN_ERR_SIGNATURE);
+    /* Checks after the signature still run, and say which key signed. */
+    which = 99;
+    assert_int_equal(gw_token_verify_keys(by_old, (size_t)n_old, keys, 2, NOW + 60, 0, &c, &which),
+                     GW_TOKEN_ERR_EXPIRED);
+    assert_int_equal(which, 1);
+    /* Checks before it do not depend on the keys. */
+    char token[512];
+    make_token(token, "{\"alg\":\"none\"}", "{\"sub\":\"x\",\"exp\":2000000000}", old_secret);
+    assert_int_equal(gw_token_verify_keys(token, strlen(token), keys, 2, NOW, 0, &c, NULL),
+                     GW_TOKEN_ERR_ALG);
+    assert_int_equal(gw_token_verify_keys("a.b", 3, keys, 2, NOW, 0, &c, NULL),
+                     GW_TOKEN_ERR_MALFORMED);
+    /* A one-key list is gw_token_verify. */
+    assert_int_equal(gw_token_verify(by_new, (size_t)n_new, SECRET, SECRET_LEN, NOW, 0, &c),
+                     GW_TOKEN_OK);
+}
+
 static void test_gw_token_sign_errors(void **state)
 {
     (void)state;
@@ -406,6 +454,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gw_token_python_vector),
         cmocka_unit_test(test_gw_token_sign_round_trip),
+        cmocka_unit_test(test_gw_token_verify_keys),
         cmocka_unit_test(test_gw_token_sign_errors),
         cmocka_unit_test(test_gw_token_malformed),
         cmocka_unit_test(test_gw_token_alg),
