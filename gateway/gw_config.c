@@ -45,8 +45,14 @@ typedef struct setting_s {
     uint64_t max;
     bool is_secret; /* never printed, never echoed in an error */
     const char *help;
+    /* SIGHUP applies it to the running node (gw_config_reconcile). A setting is reloadable
+     * only once every reader of it takes the value from the node's current config snapshot
+     * (gw_config_snap) rather than from something built at startup. */
+    bool is_reloadable;
 } setting_t;
 
+#define RELOAD true   /* is_reloadable */
+#define RESTART false /* a change waits for a restart */
 #define OFF(f) offsetof(gw_config_t, f)
 #define CAP(f) sizeof(((gw_config_t *)0)->f)
 #define MIB (1024ull * 1024ull)
@@ -59,85 +65,89 @@ typedef struct setting_s {
  * comes before its host and port rows so that HERALD_LISTEN_PORT overrides HERALD_LISTEN. */
 static const setting_t settings[] = {
     {"server", "listen", "listen", NULL, T_HOSTPORT, OFF(listen_host), OFF(listen_port), 0, 0,
-     false, "address clients connect to"},
+     false, "address clients connect to", RESTART},
     {"server", "host", "listen_host", NULL, T_STR, OFF(listen_host), CAP(listen_host), 0, 0, false,
-     "client listener host only"},
+     "client listener host only", RESTART},
     {"server", "port", "listen_port", NULL, T_U16, OFF(listen_port), 0, 0, 65535, false,
-     "client listener port only (0: any free port)"},
+     "client listener port only (0: any free port)", RESTART},
     /* At most GW_NODE_MAX_LOOPS (64): the memory engine keeps a channel's loops in 64 bits. */
     {"server", "io_threads", "io_threads", NULL, T_U32, OFF(io_threads), 0, 0, 64, false,
-     "IO loop threads (0: one per CPU herald may run on, at most 64)"},
+     "IO loop threads (0: one per CPU herald may run on, at most 64)", RESTART},
     {"server", "pin_io_threads", "pin_io_threads", NULL, T_BOOL, OFF(is_pin_io_threads), 0, 0, 0,
-     false, "pin IO loop i to the i-th CPU herald may run on"},
+     false, "pin IO loop i to the i-th CPU herald may run on", RESTART},
     {"server", "batch_sends", "batch_sends", NULL, T_BOOL, OFF(is_batch_sends), 0, 0, 0, false,
-     "send a flush's writes through io_uring, many per system call"},
+     "send a flush's writes through io_uring, many per system call", RESTART},
     {"server", "worker_threads", "worker_threads", NULL, T_U32, OFF(worker_threads), 0, 1, 256,
-     false, "worker pool threads (token checks, slow work)"},
+     false, "worker pool threads (token checks, slow work)", RESTART},
     {"server", "worker_queue", "worker_queue", NULL, T_U32, OFF(worker_queue_capacity), 0, 1,
-     1u << 20, false, "worker pool queue capacity, tasks"},
+     1u << 20, false, "worker pool queue capacity, tasks", RESTART},
     {"server", "max_connections", "max_connections", NULL, T_U32, OFF(max_connections), 0, 1,
-     10000000, false, "client connections accepted at once"},
+     10000000, false, "client connections accepted at once", RELOAD},
     {"server", "reuseport", "reuseport", NULL, T_BOOL, OFF(is_reuseport), 0, 0, 0, false,
-     "one SO_REUSEPORT listener per IO loop"},
+     "one SO_REUSEPORT listener per IO loop", RESTART},
     {"server", "node_id", "node_id", NULL, T_STR, OFF(node_id), CAP(node_id), 0, 0, false,
-     "this node's name in presence and logs (empty: host name)"},
+     "this node's name in presence and logs (empty: host name)", RESTART},
     {"server", "drain", "drain", NULL, T_DURATION, OFF(drain_ms), 0, 0, 3600000, false,
-     "on SIGTERM, spread client disconnects over this window (parsed, not applied yet)"},
+     "on SIGTERM, spread client disconnects over this window (parsed, not applied yet)", RELOAD},
     {"admin", "enabled", "admin_enabled", NULL, T_BOOL, OFF(is_admin_enabled), 0, 0, 0, false,
-     "serve the admin HTTP API"},
+     "serve the admin HTTP API", RESTART},
     {"admin", "listen", "admin", NULL, T_HOSTPORT, OFF(admin_host), OFF(admin_port), 0, 0, false,
-     "admin HTTP address (keep it on loopback)"},
+     "admin HTTP address (keep it on loopback)", RESTART},
     {"admin", "host", "admin_host", NULL, T_STR, OFF(admin_host), CAP(admin_host), 0, 0, false,
-     "admin HTTP host only"},
+     "admin HTTP host only", RESTART},
     {"admin", "port", "admin_port", NULL, T_U16, OFF(admin_port), 0, 0, 65535, false,
-     "admin HTTP port only (0: any free port)"},
+     "admin HTTP port only (0: any free port)", RESTART},
     {"admin", "api_key", "admin_api_key", "api-key", T_STR, OFF(admin_api_key), CAP(admin_api_key),
-     0, 0, true, "X-Api-Key for every admin path but /healthz"},
+     0, 0, true, "X-Api-Key for every admin path but /healthz", RESTART},
     {"admin", "max_body", "admin_max_body", NULL, T_SIZE, OFF(admin_max_body_bytes), 0, 1024,
-     ADMIN_MAX_BODY_LIMIT, false, "largest admin request body"},
+     ADMIN_MAX_BODY_LIMIT, false, "largest admin request body", RELOAD},
     {"admin", "request_timeout", "admin_request_timeout", NULL, T_DURATION,
      OFF(admin_request_timeout_ms), 0, 100, 3600000, false,
-     "an admin request must arrive whole within this, or the connection is cut off"},
+     "an admin request must arrive whole within this, or the connection is cut off", RELOAD},
     {"auth", "secret", "token_secret", "secret", T_STR, OFF(token_secret), CAP(token_secret), 0, 0,
-     true, "HS256 key that signs client tokens"},
+     true, "HS256 key that signs client tokens", RELOAD},
+    {"auth", "previous_secrets", "token_previous_secrets", "previous-secrets", T_STR,
+     OFF(token_previous_secrets), CAP(token_previous_secrets), 0, 0, true,
+     "earlier HS256 keys still accepted during a rotation, comma-separated", RELOAD},
     {"auth", "insecure", "insecure", NULL, T_BOOL, OFF(is_insecure), 0, 0, 0, false,
-     "accept clients without checking tokens (demos only)"},
+     "accept clients without checking tokens (demos only)", RESTART},
     {"limits", "ping_interval", "ping_interval", NULL, T_DURATION, OFF(ping_interval_ms), 0, 1000,
-     3600000, false, "client ping interval announced in ConnectOk"},
+     3600000, false, "client ping interval announced in ConnectOk", RELOAD},
     {"limits", "idle_timeout", "idle_timeout", NULL, T_DURATION, OFF(idle_timeout_ms), 0, 1000,
-     86400000, false, "close connections silent this long (> ping_interval)"},
+     86400000, false, "close connections silent this long (> ping_interval)", RELOAD},
     {"limits", "connect_timeout", "connect_timeout", NULL, T_DURATION, OFF(connect_timeout_ms), 0,
-     100, 600000, false, "close connections that send no Connect this long"},
+     100, 600000, false, "close connections that send no Connect this long", RELOAD},
     {"limits", "max_frame", "max_frame", NULL, T_SIZE, OFF(max_frame_bytes), 0, 64, 16 * MIB, false,
-     "largest frame a client may send"},
+     "largest frame a client may send", RELOAD},
     {"limits", "max_subscriptions", "max_subscriptions", NULL, T_U32,
-     OFF(max_subscriptions_per_conn), 0, 1, GW_SUB_SET_MAX, false, "channels per connection"},
+     OFF(max_subscriptions_per_conn), 0, 1, GW_SUB_SET_MAX, false, "channels per connection",
+     RELOAD},
     {"limits", "max_channel_bytes", "max_channel_bytes", NULL, T_U32, OFF(max_channel_bytes), 0, 1,
-     GW_CHANNEL_NAME_MAX_LIMIT, false, "longest channel name"},
+     GW_CHANNEL_NAME_MAX_LIMIT, false, "longest channel name", RELOAD},
     {"limits", "publish_rate", "publish_rate", NULL, T_U32, OFF(publish_rate_per_s), 0, 0, 1000000,
-     false, "client publishes per second per connection (0: unlimited)"},
+     false, "client publishes per second per connection (0: unlimited)", RELOAD},
     {"limits", "publish_burst", "publish_burst", NULL, T_U32, OFF(publish_burst), 0, 1, 1000000,
-     false, "publishes a connection may send at once above the rate"},
+     false, "publishes a connection may send at once above the rate", RELOAD},
     {"limits", "output_high_water", "output_high_water", NULL, T_SIZE, OFF(output_high_water_bytes),
-     0, 4096, 1024 * MIB, false, "queued output that makes a subscriber slow"},
+     0, 4096, 1024 * MIB, false, "queued output that makes a subscriber slow", RELOAD},
     {"limits", "slow_consumer", "slow_consumer", NULL, T_SLOW, OFF(slow_consumer), 0, 0, 0, false,
-     "slow subscriber policy: drop | disconnect"},
+     "slow subscriber policy: drop | disconnect", RELOAD},
     {"limits", "slow_consumer_linger", "slow_consumer_linger", NULL, T_DURATION,
      OFF(slow_consumer_linger_ms), 0, 100, 3600000, false,
-     "disconnect policy: how long a slow subscriber may read its backlog before the close"},
+     "disconnect policy: how long a slow subscriber may read its backlog before the close", RELOAD},
     {"history", "rules", "history_rules", NULL, T_STR, OFF(history_rules), CAP(history_rules), 0, 0,
-     false, "channels that keep history: pattern=count[/age], ... (e.g. chat:*=100/5m)"},
+     false, "channels that keep history: pattern=count[/age], ... (e.g. chat:*=100/5m)", RELOAD},
     {"history", "max_bytes", "history_max_bytes", NULL, T_SIZE, OFF(history_max_bytes), 0,
      64 * 1024, 1024 * 1024 * MIB, false,
-     "memory all channel histories of the node may hold together"},
+     "memory all channel histories of the node may hold together", RELOAD},
     {"engine", "type", "engine", NULL, T_ENGINE, OFF(engine), 0, 0, 0, false,
-     "engine: memory | redis"},
+     "engine: memory | redis", RESTART},
     {"engine", "redis_host", "redis_host", NULL, T_STR, OFF(redis_host), CAP(redis_host), 0, 0,
-     false, "Redis host (engine redis)"},
+     false, "Redis host (engine redis)", RESTART},
     {"engine", "redis_port", "redis_port", NULL, T_U16, OFF(redis_port), 0, 1, 65535, false,
-     "Redis port (engine redis)"},
+     "Redis port (engine redis)", RESTART},
     {"log", "level", "log_level", NULL, T_LOGLEVEL, OFF(log_level), 0, 0, 0, false,
-     "error | warn | info | debug | trace"},
+     "error | warn | info | debug | trace", RELOAD},
 };
 
 #define N_SETTINGS (sizeof(settings) / sizeof(settings[0]))
@@ -721,7 +731,9 @@ void gw_config_usage(FILE *out, const char *prog)
             "      --print-config       print the effective config and exit\n"
             "  -h, --help               this text\n"
             "      --version            print the version and exit\n\n"
-            "Durations take ms/s/m/h/d (bare: ms), sizes k/m/g or KiB/MiB/GiB (bare: bytes).\n",
+            "Durations take ms/s/m/h/d (bare: ms), sizes k/m/g or KiB/MiB/GiB (bare: bytes).\n"
+            "SIGHUP reads the same sources again and applies the settings marked \"reloads on\n"
+            "SIGHUP\"; the others keep their running value until a restart.\n",
             prog);
     const char *section = "";
     for (size_t i = 0; i < N_SETTINGS; i++) {
@@ -740,9 +752,9 @@ void gw_config_usage(FILE *out, const char *prog)
         snprintf(lhs, sizeof(lhs), "--%s%s%s", flag, s->type == T_BOOL ? "" : " ",
                  metavars[s->type]);
         fprintf(out, "  %-34s %s\n", lhs, s->help);
-        fprintf(out, "  %-34s key %s, %s, default %s%s%s\n", "", s->key, env,
+        fprintf(out, "  %-34s key %s, %s, default %s%s%s%s\n", "", s->key, env,
                 value[0] != '\0' ? value : "(none)", s->alias != NULL ? ", alias --" : "",
-                s->alias != NULL ? s->alias : "");
+                s->alias != NULL ? s->alias : "", s->is_reloadable ? ", reloads on SIGHUP" : "");
     }
 }
 
@@ -764,4 +776,93 @@ void gw_config_print(const gw_config_t *cfg, FILE *out, bool show_secrets)
             snprintf(value, sizeof(value), "<set>");
         fprintf(out, "%s = %s\n", s->key, value);
     }
+}
+
+/* ---- reload ---- */
+
+/* Whether s holds the same value in a and b. Strings compare up to their NUL: a field set
+ * twice keeps the tail of a longer earlier value behind it, which is no difference. */
+static bool setting_equal(const setting_t *s, const gw_config_t *a, const gw_config_t *b)
+{
+    const char *fa = (const char *)a + s->off;
+    const char *fb = (const char *)b + s->off;
+    switch (s->type) {
+    case T_STR:
+        return strcmp(fa, fb) == 0;
+    case T_U16:
+        return *(const uint16_t *)fa == *(const uint16_t *)fb;
+    case T_U32:
+        return *(const uint32_t *)fa == *(const uint32_t *)fb;
+    case T_BOOL:
+        return *(const bool *)fa == *(const bool *)fb;
+    case T_DURATION:
+    case T_SIZE:
+        return *(const uint64_t *)fa == *(const uint64_t *)fb;
+    case T_SLOW:
+    case T_ENGINE:
+    case T_LOGLEVEL:
+        return *(const int *)fa == *(const int *)fb;
+    case T_HOSTPORT:
+        break; /* compared through its host and port rows */
+    }
+    return true;
+}
+
+/* The bytes of s's field, for copying a running value back. */
+static size_t setting_size(const setting_t *s)
+{
+    switch (s->type) {
+    case T_STR:
+        return s->off2;
+    case T_U16:
+        return sizeof(uint16_t);
+    case T_U32:
+        return sizeof(uint32_t);
+    case T_BOOL:
+        return sizeof(bool);
+    case T_DURATION:
+    case T_SIZE:
+        return sizeof(uint64_t);
+    case T_SLOW:
+    case T_ENGINE:
+    case T_LOGLEVEL:
+        return sizeof(int);
+    case T_HOSTPORT:
+        break;
+    }
+    return 0;
+}
+
+int gw_config_reconcile(const gw_config_t *running, gw_config_t *loaded, gw_config_change_cb cb,
+                        void *arg)
+{
+    int n = 0;
+    for (size_t i = 0; i < N_SETTINGS; i++) {
+        const setting_t *s = &settings[i];
+        if (s->type == T_HOSTPORT || setting_equal(s, running, loaded))
+            continue;
+        n++;
+        if (cb != NULL) {
+            gw_config_change_t ch = {
+                .section = s->section,
+                .key = s->key,
+                .is_reloadable = s->is_reloadable,
+                .is_secret = s->is_secret,
+            };
+            if (s->is_secret) {
+                /* Never the secret itself, not even in part: only whether one is set. */
+                const char *old_field = (const char *)running + s->off;
+                const char *new_field = (const char *)loaded + s->off;
+                snprintf(ch.old_value, sizeof(ch.old_value), "%s", old_field[0] ? "set" : "");
+                snprintf(ch.new_value, sizeof(ch.new_value), "%s", new_field[0] ? "set" : "");
+            } else {
+                setting_format(s, running, ch.old_value, sizeof(ch.old_value));
+                setting_format(s, loaded, ch.new_value, sizeof(ch.new_value));
+            }
+            cb(&ch, arg);
+        }
+        if (!s->is_reloadable)
+            memcpy((char *)loaded + s->off, (const char *)running + s->off, setting_size(s));
+    }
+    return n;
 }

@@ -27,9 +27,13 @@
  *     mode (--insecure) accepts connections without verifying tokens; for demos and benchmarks.
  *   - idle_timeout must exceed ping_interval, or clients that ping on time would be closed.
  *
- * Thread: not thread-safe. Load the config once on the main thread before starting threads
- * (getopt_long uses globals); afterwards the struct is read-only and may be read from any
- * thread.
+ * Reload (SIGHUP): gw_config_load runs again over the same sources, and gw_config_reconcile
+ * compares the result with the running config setting by setting. Each row of the table says
+ * whether its setting may change at runtime; `herald --help` marks those "reloads on SIGHUP".
+ *
+ * Thread: not thread-safe. Load the config on the main thread only (getopt_long uses
+ * globals): at startup, and on SIGHUP from the main loop. A loaded struct is never written
+ * again; a running node shares it through gw_config_snap (immutable, reference-counted).
  * Ownership: gw_config_t holds fixed-size strings, no pointers; copy it freely, nothing to free.
  */
 #ifndef HERALD_GATEWAY_GW_CONFIG_H
@@ -42,10 +46,12 @@
 
 #include "gw_history_rules.h"
 
-#define GW_CONFIG_HOST_MAX 256   /* host names and addresses, bytes including the NUL */
-#define GW_CONFIG_SECRET_MAX 512 /* token secret and API key, bytes including the NUL */
-#define GW_CONFIG_NAME_MAX 64    /* node id, bytes including the NUL */
-#define GW_CONFIG_PATH_MAX 4096  /* the config file path */
+#define GW_CONFIG_HOST_MAX 256           /* host names and addresses, bytes including the NUL */
+#define GW_CONFIG_SECRET_MAX 512         /* token secret and API key, bytes including the NUL */
+#define GW_CONFIG_NAME_MAX 64            /* node id, bytes including the NUL */
+#define GW_CONFIG_PATH_MAX 4096          /* the config file path */
+#define GW_CONFIG_SECRET_LIST_MAX 1024   /* previous token secrets, comma-separated, with the NUL */
+#define GW_CONFIG_PREVIOUS_SECRETS_MAX 4 /* secrets in that list */
 
 typedef enum gw_slow_policy_e {
     GW_SLOW_DROP = 0,       /* drop messages for the slow subscriber and count them */
@@ -90,7 +96,10 @@ typedef struct gw_config_s {
 
     /* [auth] */
     char token_secret[GW_CONFIG_SECRET_MAX]; /* HS256 key; default "" */
-    bool is_insecure;                        /* default false */
+    /* Secrets still accepted for verification during a rotation, comma-separated; default "".
+     * herald signs (herald token) with token_secret only. */
+    char token_previous_secrets[GW_CONFIG_SECRET_LIST_MAX];
+    bool is_insecure; /* default false */
 
     /* [limits] */
     uint64_t ping_interval_ms;           /* default 25 s, announced in ConnectOk */
@@ -169,6 +178,27 @@ int gw_config_validate(const gw_config_t *cfg, FILE *err);
 int gw_config_load(gw_config_t *cfg, int argc, char *const *argv, char *const *envp, FILE *err,
                    gw_config_action_t *action);
 
+/* One setting that differs between two configs (gw_config_reconcile). */
+typedef struct gw_config_change_s {
+    const char *section;                     /* "limits" */
+    const char *key;                         /* "max_subscriptions" */
+    bool is_reloadable;                      /* false: the running value stays until a restart */
+    bool is_secret;                          /* old_value and new_value then say only "set" or "" */
+    char old_value[GW_CONFIG_HOST_MAX + 16]; /* as a config file spells it */
+    char new_value[GW_CONFIG_HOST_MAX + 16];
+} gw_config_change_t;
+
+typedef void (*gw_config_change_cb)(const gw_config_change_t *change, void *arg);
+
+/* For a reload: compares running with loaded, setting by setting (a HOST:PORT setting through
+ * its host and port), and calls cb (may be NULL) for each that differs, in table order. A
+ * setting that cannot change at runtime gets its running value copied back into loaded, so
+ * that loaded is the config to run with afterwards. config_path is taken from loaded.
+ * Returns: the number of settings that differ, reloadable or not. Thread: any (reads running,
+ * writes loaded). */
+int gw_config_reconcile(const gw_config_t *running, gw_config_t *loaded, gw_config_change_cb cb,
+                        void *arg);
+
 /* Prints the --help text: every flag with its file key, environment variable and default.
  * Thread: any. */
 void gw_config_usage(FILE *out, const char *prog);
@@ -202,6 +232,17 @@ int gw_config_parse_bool(const char *text, bool *out);
  * bytes) and a port 0..65535.
  * Returns: 0, or -EINVAL (no colon, empty host, bad port), -ENAMETOOLONG (host too long). */
 int gw_config_parse_hostport(const char *text, char *host, size_t host_cap, uint16_t *port);
+
+/* One item of a comma-separated list: text[0..len), not NUL-terminated. */
+typedef struct gw_config_item_s {
+    const char *text;
+    size_t len;
+} gw_config_item_t;
+
+/* Splits a comma-separated list ("a, b,c") into at most cap items, each with the blanks
+ * around it dropped; "" (or only blanks) is an empty list. The items point into text.
+ * Returns: the number of items; -EINVAL (an empty item: "a,,b", "a,"); -E2BIG (over cap). */
+int gw_config_split_list(const char *text, gw_config_item_t *out, size_t cap);
 
 /* Formats milliseconds with the largest unit that divides them exactly ("25s", "1500ms",
  * "0ms") and bytes likewise ("64KiB", "1MiB", "1000"), so the text parses back to the value.

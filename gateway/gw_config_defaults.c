@@ -2,6 +2,7 @@
  * gw_config_defaults: the defaults a gw_config_t starts from and the checks across settings
  * that no single row of gw_config.c's settings[] table can make (see gw_config.h).
  */
+#include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -62,6 +63,35 @@ __attribute__((format(printf, 3, 4))) static int problem(FILE *err, bool is_erro
     return is_error ? 1 : 0;
 }
 
+/* [auth] previous_secrets: a list of at most GW_CONFIG_PREVIOUS_SECRETS_MAX secrets of 16
+ * bytes or more, only beside a current secret. Returns the number of errors. */
+static int validate_previous_secrets(const gw_config_t *cfg, FILE *err)
+{
+    gw_config_item_t items[GW_CONFIG_PREVIOUS_SECRETS_MAX];
+    int k =
+        gw_config_split_list(cfg->token_previous_secrets, items, GW_CONFIG_PREVIOUS_SECRETS_MAX);
+    if (k == -E2BIG)
+        return problem(err, true, "previous_secrets holds more than %d secrets",
+                       GW_CONFIG_PREVIOUS_SECRETS_MAX);
+    if (k < 0)
+        return problem(err, true,
+                       "previous_secrets has an empty entry (two commas in a row, or "
+                       "one at an end)");
+    int n = 0;
+    for (int i = 0; i < k; i++) {
+        if (items[i].len < 16)
+            n += problem(err, true, "previous secret %d of %d is shorter than 16 bytes", i + 1, k);
+    }
+    if (k > 0 && cfg->token_secret[0] == '\0' && !cfg->is_insecure)
+        n += problem(err, true, "previous_secrets is set but the token secret is not");
+    /* A secret with a comma cannot be listed there when it is rotated out. */
+    if (strchr(cfg->token_secret, ',') != NULL)
+        problem(err, false,
+                "the token secret holds a ',': it cannot be kept in previous_secrets "
+                "during a rotation");
+    return n;
+}
+
 int gw_config_validate(const gw_config_t *cfg, FILE *err)
 {
     int n = 0;
@@ -77,6 +107,7 @@ int gw_config_validate(const gw_config_t *cfg, FILE *err)
                 "HERALD_TOKEN_SECRET or --secret is set (or --insecure for a demo)");
     if (cfg->token_secret[0] != '\0' && strlen(cfg->token_secret) < 16)
         n += problem(err, true, "the token secret must be at least 16 bytes");
+    n += validate_previous_secrets(cfg, err);
     if (cfg->output_high_water_bytes < cfg->max_frame_bytes)
         n += problem(err, true, "output_high_water must be at least max_frame");
     if (cfg->listen_host[0] == '\0')

@@ -129,6 +129,32 @@ int gw_config_parse_hostport(const char *text, char *host, size_t host_cap, uint
     return 0;
 }
 
+int gw_config_split_list(const char *text, gw_config_item_t *out, size_t cap)
+{
+    size_t n = 0;
+    if (text[strspn(text, " \t")] == '\0')
+        return 0;
+    for (const char *p = text;;) {
+        size_t len = strcspn(p, ",");
+        const char *item = p;
+        size_t item_len = len;
+        while (item_len > 0 && (*item == ' ' || *item == '\t')) {
+            item++;
+            item_len--;
+        }
+        while (item_len > 0 && (item[item_len - 1] == ' ' || item[item_len - 1] == '\t'))
+            item_len--;
+        if (item_len == 0)
+            return -EINVAL;
+        if (n == cap)
+            return -E2BIG;
+        out[n++] = (gw_config_item_t){.text = item, .len = item_len};
+        if (p[len] == '\0')
+            return (int)n;
+        p += len + 1;
+    }
+}
+
 void gw_config_format_duration(uint64_t ms, char *out, size_t cap)
 {
     static const char *const unit[] = {"d", "h", "m", "s"};

@@ -106,6 +106,7 @@ static void normalize(gw_config_t *c)
     clear_tail(c->admin_host, sizeof(c->admin_host));
     clear_tail(c->admin_api_key, sizeof(c->admin_api_key));
     clear_tail(c->token_secret, sizeof(c->token_secret));
+    clear_tail(c->token_previous_secrets, sizeof(c->token_previous_secrets));
     clear_tail(c->redis_host, sizeof(c->redis_host));
     memset(c->config_path, 0, sizeof(c->config_path));
 }

@@ -524,12 +524,208 @@ static void test_gw_config_usage_names_every_source(void **state)
         "[limits]",
         "--check-config FILE",
         "default (none)",
+        "--token-previous-secrets TEXT",
+        "HERALD_TOKEN_PREVIOUS_SECRETS",
+        "alias --previous-secrets",
+        "default 10s, reloads on SIGHUP", /* drain */
     };
     for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
         if (strstr(out.text, want[i]) == NULL)
             fail_msg("--help lacks '%s'", want[i]);
     }
     free(out.text);
+}
+
+static void test_gw_config_split_list(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *text;
+        int want; /* items, or a negative errno */
+        const char *first;
+        const char *last;
+    } rows[] = {
+        {"", 0, NULL, NULL},
+        {"   ", 0, NULL, NULL},
+        {"a", 1, "a", "a"},
+        {"a,b", 2, "a", "b"},
+        {"  a b , c\t", 2, "a b", "c"},
+        {"a,b,c,d", 4, "a", "d"},
+        {"a,b,c,d,e", -E2BIG, NULL, NULL},
+        {"a,,b", -EINVAL, NULL, NULL},
+        {"a,", -EINVAL, NULL, NULL},
+        {",a", -EINVAL, NULL, NULL},
+        {"a, ,b", -EINVAL, NULL, NULL},
+    };
+    for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+        gw_config_item_t items[4];
+        int n = gw_config_split_list(rows[i].text, items, 4);
+        if (n != rows[i].want)
+            fail_msg("'%s': %d items, want %d", rows[i].text, n, rows[i].want);
+        if (n > 0) {
+            assert_int_equal(items[0].len, strlen(rows[i].first));
+            assert_memory_equal(items[0].text, rows[i].first, items[0].len);
+            assert_int_equal(items[n - 1].len, strlen(rows[i].last));
+            assert_memory_equal(items[n - 1].text, rows[i].last, items[n - 1].len);
+        }
+    }
+}
+
+/* [auth] previous_secrets from every source, and the checks validation makes on it. */
+static void test_gw_config_previous_secrets(void **state)
+{
+    (void)state;
+    char *envp[] = {(char *)"HERALD_TOKEN_PREVIOUS_SECRETS=first-old-secret-123, second-old-secret",
+                    NULL};
+    gw_config_t c;
+    gw_config_init(&c);
+    assert_string_equal(c.token_previous_secrets, "");
+    assert_int_equal(gw_config_load_env(&c, envp, NULL), 0);
+    assert_string_equal(c.token_previous_secrets, "first-old-secret-123, second-old-secret");
+    char *argv[] = {(char *)"herald", (char *)"--previous-secrets", (char *)"flag-old-secret-123",
+                    NULL};
+    assert_int_equal(gw_config_load_args(&c, 3, argv, NULL, NULL), 0);
+    assert_string_equal(c.token_previous_secrets, "flag-old-secret-123");
+
+    static const struct {
+        const char *list;
+        const char *secret;
+        int errors;
+    } rows[] = {
+        {"", SECRET, 0},
+        {"0123456789abcdef", SECRET, 0},
+        {"0123456789abcdef, fedcba9876543210", SECRET, 0},
+        {"0123456789abcde", SECRET, 1},                    /* 15 bytes */
+        {"0123456789abcdef,,fedcba9876543210", SECRET, 1}, /* an empty entry */
+        {"aaaaaaaaaaaaaaaa,bbbbbbbbbbbbbbbb,cccccccccccccccc,dddddddddddddddd,eeeeeeeeeeeeeeee",
+         SECRET, 1},                 /* five */
+        {"0123456789abcdef", "", 1}, /* no current secret to go with it */
+    };
+    for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+        gw_config_init(&c);
+        strcpy(c.token_secret, rows[i].secret);
+        strcpy(c.token_previous_secrets, rows[i].list);
+        int n = gw_config_validate(&c, NULL);
+        if (n != rows[i].errors)
+            fail_msg("'%s': %d errors, want %d", rows[i].list, n, rows[i].errors);
+    }
+    /* A current secret with a comma could not be listed later: a warning, not an error. */
+    gw_config_init(&c);
+    strcpy(c.token_secret, "0123456789,abcdef");
+    capture_t err;
+    open_capture(&err);
+    assert_int_equal(gw_config_validate(&c, err.fp), 0);
+    close_capture(&err);
+    assert_non_null(strstr(err.text, "warning: the token secret holds a ','"));
+    free(err.text);
+}
+
+/* What the reconcile callback saw. */
+typedef struct changes_s {
+    int n;
+    char keys[16][64];
+    gw_config_change_t last[16];
+} changes_t;
+
+static void on_change(const gw_config_change_t *ch, void *arg)
+{
+    changes_t *c = arg;
+    assert_true(c->n < 16);
+    snprintf(c->keys[c->n], sizeof(c->keys[0]), "%s.%s", ch->section, ch->key);
+    c->last[c->n++] = *ch;
+}
+
+static const gw_config_change_t *find_change(const changes_t *c, const char *key)
+{
+    for (int i = 0; i < c->n; i++)
+        if (strcmp(c->keys[i], key) == 0)
+            return &c->last[i];
+    fail_msg("no change reported for %s", key);
+    return NULL;
+}
+
+/* A reload: reloadable settings take the loaded value, the others keep the running one, and
+ * every difference is reported once, secrets without their value. */
+static void test_gw_config_reconcile(void **state)
+{
+    (void)state;
+    gw_config_t running;
+    gw_config_init(&running);
+    strcpy(running.token_secret, SECRET);
+    gw_config_t loaded = running;
+    changes_t ch = {0};
+    assert_int_equal(gw_config_reconcile(&running, &loaded, on_change, &ch), 0);
+    assert_int_equal(ch.n, 0);
+    /* A string set twice keeps a longer value's tail behind its NUL: not a change. */
+    strcpy(loaded.node_id, "a-longer-name");
+    strcpy(loaded.node_id, "");
+    assert_int_equal(gw_config_reconcile(&running, &loaded, NULL, NULL), 0);
+
+    loaded.max_subscriptions_per_conn = 5;
+    loaded.idle_timeout_ms = 90000;
+    loaded.slow_consumer = GW_SLOW_DISCONNECT;
+    loaded.log_level = NL_DEBUG;
+    strcpy(loaded.token_secret, "another-secret-0123456789");
+    strcpy(loaded.token_previous_secrets, SECRET);
+    loaded.listen_port = 7500;
+    strcpy(loaded.listen_host, "10.1.2.3");
+    loaded.io_threads = 3;
+    loaded.engine = GW_ENGINE_REDIS;
+    strcpy(loaded.admin_api_key, "new-admin-key");
+    assert_int_equal(gw_config_reconcile(&running, &loaded, on_change, &ch), 11);
+    assert_int_equal(ch.n, 11);
+
+    /* Applied. */
+    assert_int_equal(loaded.max_subscriptions_per_conn, 5);
+    assert_int_equal(loaded.idle_timeout_ms, 90000);
+    assert_int_equal(loaded.slow_consumer, GW_SLOW_DISCONNECT);
+    assert_int_equal(loaded.log_level, NL_DEBUG);
+    assert_string_equal(loaded.token_secret, "another-secret-0123456789");
+    assert_string_equal(loaded.token_previous_secrets, SECRET);
+    const gw_config_change_t *c = find_change(&ch, "limits.max_subscriptions");
+    assert_true(c->is_reloadable);
+    assert_string_equal(c->old_value, "128");
+    assert_string_equal(c->new_value, "5");
+    c = find_change(&ch, "limits.idle_timeout");
+    assert_string_equal(c->old_value, "1m");
+    assert_string_equal(c->new_value, "90s");
+    assert_string_equal(find_change(&ch, "limits.slow_consumer")->new_value, "disconnect");
+    assert_string_equal(find_change(&ch, "log.level")->new_value, "debug");
+    c = find_change(&ch, "auth.secret");
+    assert_true(c->is_reloadable && c->is_secret);
+    assert_string_equal(c->old_value, "set");
+    assert_string_equal(c->new_value, "set");
+    c = find_change(&ch, "auth.previous_secrets");
+    assert_string_equal(c->old_value, "");
+    assert_string_equal(c->new_value, "set");
+
+    /* Kept until a restart, reported once each (the host and the port, not "listen"). */
+    assert_int_equal(loaded.listen_port, 7400);
+    assert_string_equal(loaded.listen_host, "0.0.0.0");
+    assert_int_equal(loaded.io_threads, 0);
+    assert_int_equal(loaded.engine, GW_ENGINE_MEMORY);
+    assert_string_equal(loaded.admin_api_key, "");
+    c = find_change(&ch, "server.port");
+    assert_false(c->is_reloadable);
+    assert_string_equal(c->old_value, "7400");
+    assert_string_equal(c->new_value, "7500");
+    assert_string_equal(find_change(&ch, "server.host")->new_value, "10.1.2.3");
+    assert_false(find_change(&ch, "server.io_threads")->is_reloadable);
+    assert_false(find_change(&ch, "engine.type")->is_reloadable);
+    c = find_change(&ch, "admin.api_key");
+    assert_false(c->is_reloadable);
+    assert_string_equal(c->new_value, "set");
+    for (int i = 0; i < ch.n; i++) {
+        assert_string_not_equal(ch.keys[i], "server.listen");
+        assert_null(strstr(ch.last[i].old_value, "secret"));
+        assert_null(strstr(ch.last[i].new_value, "secret"));
+        assert_null(strstr(ch.last[i].new_value, "admin-key"));
+    }
+    /* Reconciled, the two agree but for what changes at runtime. */
+    ch.n = 0;
+    assert_int_equal(gw_config_reconcile(&running, &loaded, on_change, &ch), 6);
+    for (int i = 0; i < ch.n; i++)
+        assert_true(ch.last[i].is_reloadable);
 }
 
 /* Every setting changed from its default, printed, reloaded: the same config comes back. */
@@ -553,6 +749,7 @@ static void test_gw_config_print_round_trip(void **state)
     strcpy(a.admin_api_key, "key with spaces");
     a.admin_max_body_bytes = 3000;
     strcpy(a.token_secret, SECRET);
+    strcpy(a.token_previous_secrets, "old secret 0123456789, older-secret-0123456789");
     a.is_insecure = true;
     a.ping_interval_ms = 1001;
     a.idle_timeout_ms = 7200000;
@@ -588,6 +785,8 @@ static void test_gw_config_print_round_trip(void **state)
     close_capture(&out);
     assert_null(strstr(out.text, SECRET));
     assert_null(strstr(out.text, "key with spaces"));
+    assert_null(strstr(out.text, "old secret"));
+    assert_non_null(strstr(out.text, "previous_secrets = <set>\n"));
     assert_non_null(strstr(out.text, "secret = <set>\n"));
     free(out.text);
     unlink(path);
@@ -694,6 +893,9 @@ int main(void)
         cmocka_unit_test(test_gw_config_load_order),
         cmocka_unit_test(test_gw_config_validate),
         cmocka_unit_test(test_gw_config_usage_names_every_source),
+        cmocka_unit_test(test_gw_config_split_list),
+        cmocka_unit_test(test_gw_config_previous_secrets),
+        cmocka_unit_test(test_gw_config_reconcile),
         cmocka_unit_test(test_gw_config_print_round_trip),
         cmocka_unit_test(test_gw_config_refuses_values_a_file_cannot_hold),
         cmocka_unit_test(test_gw_config_example_file_is_valid),
