@@ -46,8 +46,10 @@ static void admin_publish(gw_http_req_t *req, void *arg)
     /* The decoded length, not strlen: "a%00b" must be refused, not published to "a". */
     size_t chan_len = 0;
     const char *chan = gw_http_req_query_n(req, "channel", &chan_len);
-    if (!chan ||
-        gw_channel_name_check(chan, chan_len, node->cfg.max_channel_bytes) != GW_CHANNEL_OK) {
+    gw_config_snap_t *snap = gw_node_config_acquire(node);
+    uint32_t max_channel_bytes = snap->cfg.max_channel_bytes;
+    gw_config_snap_unref(snap);
+    if (!chan || gw_channel_name_check(chan, chan_len, max_channel_bytes) != GW_CHANNEL_OK) {
         gw_http_respond_error(req, 400, "bad or missing channel");
         return;
     }

@@ -219,6 +219,13 @@ static enum MHD_Result queue_error(gw_http_req_t *req, unsigned status, const ch
 
 /* ---- routing and checks, when the headers arrive ---- */
 
+/* The body limit: a relaxed load, since gw_http_set_limits may change it from another thread
+ * (a reload); a request sees one value or the other. */
+static size_t max_body(const gw_http_t *srv)
+{
+    return __atomic_load_n(&srv->opts.max_body_bytes, __ATOMIC_RELAXED);
+}
+
 static bool key_ok(const gw_http_t *srv, struct MHD_Connection *conn)
 {
     const char *key = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "X-Api-Key");
@@ -290,7 +297,7 @@ static enum MHD_Result on_headers(gw_http_t *srv, gw_http_req_t *req)
     }
     const char *cl =
         MHD_lookup_connection_value(req->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-    if (cl != NULL && strtoull(cl, NULL, 10) > srv->opts.max_body_bytes) {
+    if (cl != NULL && strtoull(cl, NULL, 10) > max_body(srv)) {
         count(&srv->n_too_large, 1);
         return queue_error(req, MHD_HTTP_CONTENT_TOO_LARGE, "request body too large");
     }
@@ -300,7 +307,7 @@ static enum MHD_Result on_headers(gw_http_t *srv, gw_http_req_t *req)
 /* Appends a chunk of body, or marks the request too big and drops the rest. */
 static void on_body(gw_http_t *srv, gw_http_req_t *req, const char *data, size_t size)
 {
-    if (req->is_too_big || req->body_len + size > srv->opts.max_body_bytes) {
+    if (req->is_too_big || req->body_len + size > max_body(srv)) {
         req->is_too_big = true;
         return;
     }
@@ -727,6 +734,14 @@ int gw_http_start(gw_http_t *srv)
 uint16_t gw_http_port(const gw_http_t *srv)
 {
     return srv->port;
+}
+
+void gw_http_set_limits(gw_http_t *srv, size_t max_body_bytes, uint64_t request_timeout_ms)
+{
+    if (max_body_bytes != 0)
+        __atomic_store_n(&srv->opts.max_body_bytes, max_body_bytes, __ATOMIC_RELAXED);
+    if (request_timeout_ms != 0 && srv->deadline != NULL)
+        gw_http_deadline_set_timeout(srv->deadline, request_timeout_ms);
 }
 
 void gw_http_stats(const gw_http_t *srv, gw_http_stats_t *out)

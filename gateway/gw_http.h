@@ -90,6 +90,12 @@ int gw_http_start(gw_http_t *srv);
 /* Returns the bound port (useful after port 0), or 0 before start. Thread: any. */
 uint16_t gw_http_port(const gw_http_t *srv);
 
+/* Changes the body limit and the request deadline of a running server (a reload): requests
+ * whose headers arrive from now on get the new body limit, and connections whose clock
+ * (re)starts from now on the new deadline. 0 leaves a value as it is.
+ * Thread: any (the owner's, in herald), once gw_http_start returned 0. */
+void gw_http_set_limits(gw_http_t *srv, size_t max_body_bytes, uint64_t request_timeout_ms);
+
 /* Copies the counters into *out. Thread: any. */
 void gw_http_stats(const gw_http_t *srv, gw_http_stats_t *out);
 

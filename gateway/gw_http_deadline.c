@@ -39,8 +39,8 @@ typedef struct track_s {
 } track_t;
 
 struct gw_http_deadline_s {
-    uint64_t timeout_ms;
-    uint64_t tick_ms;
+    uint64_t timeout_ms; /* lock (gw_http_deadline_set_timeout changes it) */
+    uint64_t tick_ms;    /* lock */
     pthread_t thread;
     pthread_mutex_t lock;
     pthread_cond_t wake; /* signalled to stop the thread */
@@ -87,15 +87,28 @@ static void *deadline_main(void *arg)
     return NULL;
 }
 
+/* Sets the timeout and the tick that checks it; d->lock held, or before the thread starts. */
+static void deadline_set(gw_http_deadline_t *d, uint64_t timeout_ms)
+{
+    d->timeout_ms = timeout_ms != 0 ? timeout_ms : DEFAULT_TIMEOUT_MS;
+    d->tick_ms = d->timeout_ms / 10;
+    d->tick_ms = d->tick_ms < TICK_MIN_MS ? TICK_MIN_MS : d->tick_ms;
+    d->tick_ms = d->tick_ms > TICK_MAX_MS ? TICK_MAX_MS : d->tick_ms;
+}
+
+void gw_http_deadline_set_timeout(gw_http_deadline_t *d, uint64_t timeout_ms)
+{
+    pthread_mutex_lock(&d->lock);
+    deadline_set(d, timeout_ms);
+    pthread_mutex_unlock(&d->lock);
+}
+
 int gw_http_deadline_new(gw_http_deadline_t **out, uint64_t timeout_ms)
 {
     gw_http_deadline_t *d = calloc(1, sizeof(*d));
     if (d == NULL)
         return -ENOMEM;
-    d->timeout_ms = timeout_ms != 0 ? timeout_ms : DEFAULT_TIMEOUT_MS;
-    d->tick_ms = d->timeout_ms / 10;
-    d->tick_ms = d->tick_ms < TICK_MIN_MS ? TICK_MIN_MS : d->tick_ms;
-    d->tick_ms = d->tick_ms > TICK_MAX_MS ? TICK_MAX_MS : d->tick_ms;
+    deadline_set(d, timeout_ms);
     pthread_condattr_t attr;
     pthread_condattr_init(&attr);
     pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);

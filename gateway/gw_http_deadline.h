@@ -55,6 +55,10 @@ void gw_http_deadline_stop(gw_http_deadline_t *d, struct MHD_Connection *conn);
 /* The request was answered: the clock restarts for the next one. Thread: MHD's. */
 void gw_http_deadline_restart(gw_http_deadline_t *d, struct MHD_Connection *conn);
 
+/* Changes the timeout for clocks that (re)start from now on; those running keep theirs. The
+ * checking tick follows it. timeout_ms 0 means 10 s. Thread: any. */
+void gw_http_deadline_set_timeout(gw_http_deadline_t *d, uint64_t timeout_ms);
+
 /* Connections cut off so far. Thread: any. */
 uint64_t gw_http_deadline_timed_out(const gw_http_deadline_t *d);
 

@@ -16,6 +16,7 @@
 #include "gw_node.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <sched.h>
 #include <signal.h>
@@ -26,6 +27,7 @@
 #include <unistd.h>
 
 #include "gw_admin.h"
+#include "gw_reload.h"
 #include "gw_session.h"
 #include "netlib/nl_common.h"
 #include "netlib/nl_log.h"
@@ -67,9 +69,10 @@ static void loop_before_sleep(nl_loop_t *loop, void *arg)
  * gw_node_new, which reads it after nl_loop_thread_start returned. */
 static int loop_setup(nl_loop_t *loop, gw_loop_t *lp)
 {
-    const gw_config_t *cfg = &lp->node->cfg;
+    const gw_config_t *cfg = gw_loop_cfg(lp);
     lp->loop = loop;
     nl_loop_set_data(loop, lp);
+    gw_loop_config_changed(lp, NULL, cfg);
     nl_buf_init(&lp->scratch, 0);
     gw_stats_init(&lp->stats);
     nl_conn_set_batch_sends(loop, cfg->is_batch_sends);
@@ -241,8 +244,116 @@ static void node_on_signal(nl_signal_t *s, int signum, void *arg)
 {
     NL_UNUSED(s);
     gw_node_t *node = arg;
+    if (signum == SIGHUP) {
+        if (node->stop_step == NODE_RUNNING)
+            (void)gw_reload_run(node);
+        else
+            NL_LOG(NL_WARN, "reload_ignored", "reason=stopping");
+        return;
+    }
     NL_LOG(NL_INFO, "shutdown_begin", "signal=%s", signum == SIGINT ? "SIGINT" : "SIGTERM");
     gw_node_stop(node);
+}
+
+/* --- config ------------------------------------------------------------------------------- */
+
+gw_config_snap_t *gw_node_config_acquire(gw_node_t *node)
+{
+    pthread_mutex_lock(&node->snap_lock);
+    gw_config_snap_t *snap = gw_config_snap_ref(node->snap);
+    pthread_mutex_unlock(&node->snap_lock);
+    return snap;
+}
+
+/* One reload on its way to the IO loops: the loop that applies it last reports it. */
+typedef struct config_replace_s {
+    _Atomic uint32_t remaining; /* loops yet to apply it */
+    gw_node_applied_cb on_applied;
+    void *arg;
+} config_replace_t;
+
+/* A reloaded config on its way to one IO loop. */
+typedef struct loop_config_msg_s {
+    gw_loop_t *lp;
+    gw_config_snap_t *snap; /* the message's reference */
+    config_replace_t *rep;
+} loop_config_msg_t;
+
+static void config_replace_done_one(config_replace_t *rep)
+{
+    if (atomic_fetch_sub_explicit(&rep->remaining, 1, memory_order_acq_rel) != 1)
+        return;
+    if (rep->on_applied)
+        rep->on_applied(rep->arg);
+    free(rep);
+}
+
+/* On the IO loop: the swap, then the hook, then the old snapshot goes. */
+static void loop_config_apply(void *arg)
+{
+    loop_config_msg_t *msg = arg;
+    gw_loop_t *lp = msg->lp;
+    gw_config_snap_t *old = lp->snap;
+    lp->snap = msg->snap;
+    gw_loop_config_changed(lp, &old->cfg, &lp->snap->cfg);
+    gw_config_snap_unref(old);
+    config_replace_done_one(msg->rep);
+    free(msg);
+}
+
+int gw_node_config_replace(gw_node_t *node, gw_config_snap_t *snap, gw_node_applied_cb on_applied,
+                           void *arg)
+{
+    /* Every message is made before anything changes, so running out of memory changes
+     * nothing. */
+    config_replace_t *rep = malloc(sizeof(*rep));
+    loop_config_msg_t **msgs = rep ? calloc(node->n_loops, sizeof(*msgs)) : NULL;
+    for (uint32_t i = 0; msgs && i < node->n_loops; i++) {
+        msgs[i] = malloc(sizeof(*msgs[i]));
+        if (!msgs[i]) {
+            while (i-- > 0)
+                free(msgs[i]);
+            free(msgs);
+            msgs = NULL;
+        }
+    }
+    if (!msgs) {
+        free(rep);
+        gw_config_snap_unref(snap);
+        return -ENOMEM;
+    }
+    /* One count for this function, so that the report waits for the last post too. */
+    atomic_init(&rep->remaining, node->n_loops + 1);
+    rep->on_applied = on_applied;
+    rep->arg = arg;
+    pthread_mutex_lock(&node->snap_lock);
+    gw_config_snap_t *old = node->snap;
+    node->snap = snap;
+    pthread_mutex_unlock(&node->snap_lock);
+    gw_config_snap_unref(old);
+    for (uint32_t i = 0; i < node->n_loops; i++) {
+        *msgs[i] = (loop_config_msg_t){
+            .lp = &node->loops[i], .snap = gw_config_snap_ref(snap), .rep = rep};
+        if (nl_loop_post(node->loops[i].loop, loop_config_apply, msgs[i]) < 0) {
+            /* That loop keeps the config it has; said loudly, since the node is now mixed. */
+            NL_LOG(NL_ERROR, "reload_post_failed", "loop=%u err=%s", i, nl_strerror(-ENOMEM));
+            gw_config_snap_unref(msgs[i]->snap);
+            free(msgs[i]);
+            config_replace_done_one(rep);
+        }
+    }
+    free(msgs);
+    config_replace_done_one(rep);
+    return 0;
+}
+
+/* The values a loop keeps copies of, for its delivery path. (Add the loop's other reactions to
+ * a reload here; see gw_node.h.) */
+void gw_loop_config_changed(gw_loop_t *lp, const gw_config_t *old, const gw_config_t *cfg)
+{
+    NL_UNUSED(old);
+    lp->slow_policy = (uint8_t)cfg->slow_consumer;
+    lp->high_water_bytes = cfg->output_high_water_bytes;
 }
 
 /* --- startup ------------------------------------------------------------------------------ */
@@ -252,7 +363,7 @@ static void node_on_signal(nl_signal_t *s, int signum, void *arg)
 static int node_loop_cpu(const gw_node_t *node, uint32_t i)
 {
     cpu_set_t set;
-    if (!node->cfg.is_pin_io_threads || sched_getaffinity(0, sizeof(set), &set) < 0)
+    if (!node->snap->cfg.is_pin_io_threads || sched_getaffinity(0, sizeof(set), &set) < 0)
         return -1;
     int n = CPU_COUNT(&set);
     if (n == 0)
@@ -336,8 +447,11 @@ static size_t node_refusal(uint8_t *out, size_t cap)
 
 static int node_start_server(gw_node_t *node)
 {
-    const gw_config_t *cfg = &node->cfg;
+    const gw_config_t *cfg = &node->snap->cfg;
     uint8_t refusal[NL_SERVER_REFUSAL_MAX];
+    node->conn_high_water_bytes = cfg->output_high_water_bytes;
+    /* A whole frame of the largest size, its prefix, and a little slack. */
+    node->conn_max_input_bytes = cfg->max_frame_bytes + PROTO_VARINT_MAX_BYTES + 64;
     nl_server_opts_t opts = {
         .host = cfg->listen_host,
         .port = cfg->listen_port,
@@ -347,9 +461,8 @@ static int node_start_server(gw_node_t *node)
         .reuseport = cfg->is_reuseport,
         .cbs = &gw_session_conn_cbs,
         .arg = node,
-        .high_water_bytes = cfg->output_high_water_bytes,
-        /* A whole frame of the largest size, its prefix, and a little slack. */
-        .max_input_bytes = cfg->max_frame_bytes + PROTO_VARINT_MAX_BYTES + 64,
+        .high_water_bytes = node->conn_high_water_bytes,
+        .max_input_bytes = node->conn_max_input_bytes,
         .max_fd = node_client_fd_line(),
         .refusal = refusal,
         .refusal_len = node_refusal(refusal, sizeof(refusal)),
@@ -366,7 +479,7 @@ static int node_start_server(gw_node_t *node)
 
 static int node_start_admin(gw_node_t *node)
 {
-    const gw_config_t *cfg = &node->cfg;
+    const gw_config_t *cfg = &node->snap->cfg;
     if (!cfg->is_admin_enabled)
         return 0;
     gw_http_opts_t opts = {
@@ -412,7 +525,9 @@ static uint32_t node_loop_count(const gw_config_t *cfg)
 
 static int node_alloc(gw_node_t *node, const gw_config_t *cfg)
 {
-    node->cfg = *cfg;
+    int err = gw_config_snap_new(&node->snap, cfg, NULL);
+    if (err < 0)
+        return err;
     node->start_ms = nl_now_ms();
     if (cfg->node_id[0])
         snprintf(node->node_id, sizeof(node->node_id), "%s", cfg->node_id);
@@ -428,21 +543,21 @@ static int node_alloc(gw_node_t *node, const gw_config_t *cfg)
         gw_loop_t *lp = &node->loops[i];
         lp->node = node;
         lp->index = i;
-        lp->slow_policy = (uint8_t)cfg->slow_consumer;
-        lp->high_water_bytes = cfg->output_high_water_bytes;
+        /* Taken before the thread starts, which orders the loop's reads after this. */
+        lp->snap = gw_config_snap_ref(node->snap);
     }
     return nl_loop_new(&node->main_loop, &(nl_loop_opts_t){.id = -1});
 }
 
 static int node_start(gw_node_t *node)
 {
-    const gw_config_t *cfg = &node->cfg;
-    static const int sigs[] = {SIGINT, SIGTERM};
+    const gw_config_t *cfg = &node->snap->cfg;
+    static const int sigs[] = {SIGINT, SIGTERM, SIGHUP};
     /* writev to a socket the peer closed must fail with EPIPE, not kill the process. */
     signal(SIGPIPE, SIG_IGN);
-    int err = nl_signal_block(sigs, 2);
+    int err = nl_signal_block(sigs, 3);
     if (err == 0)
-        err = nl_signal_new(&node->sig, node->main_loop, sigs, 2, node_on_signal, node);
+        err = nl_signal_new(&node->sig, node->main_loop, sigs, 3, node_on_signal, node);
     if (err == 0)
         err = nl_pool_new(&node->pool, &(nl_pool_opts_t){
                                            .name = "herald-auth",
@@ -461,11 +576,14 @@ static int node_start(gw_node_t *node)
     return err;
 }
 
-int gw_node_new(gw_node_t **out, const gw_config_t *cfg)
+int gw_node_new(gw_node_t **out, const gw_config_t *cfg, const gw_config_source_t *src)
 {
     gw_node_t *node = calloc(1, sizeof(*node));
     if (!node)
         return -ENOMEM;
+    pthread_mutex_init(&node->snap_lock, NULL);
+    if (src)
+        node->src = *src;
     int err = node_alloc(node, cfg);
     if (err == 0)
         err = node_start(node);
@@ -520,6 +638,12 @@ void gw_node_free(gw_node_t *node)
     gw_engine_free(node->engine);
     nl_pool_free(node->pool);
     gw_http_free(node->http);
+    /* Every thread that could hold a reference has stopped; what the pool or a loop queue
+     * still held was dropped as they finished. */
+    for (uint32_t i = 0; node->loops && i < node->n_loops; i++)
+        gw_config_snap_unref(node->loops[i].snap);
+    gw_config_snap_unref(node->snap);
+    pthread_mutex_destroy(&node->snap_lock);
     free(node->threads);
     free(node->io_loops);
     free(node->loops);

@@ -4,8 +4,9 @@
  * server, started in that order and stopped in reverse on SIGINT/SIGTERM (nl_signal).
  *
  * Each IO loop carries a gw_loop_t (nl_loop_data): its subscription index, its deadline wheel,
- * its outgoing fan-out batches, its share of the engine, its counters. Only that loop's thread
- * touches it; other threads name a loop by its index and post to it (gw_loop_post).
+ * its outgoing fan-out batches, its share of the engine, its counters, its config snapshot.
+ * Only that loop's thread touches it; other threads name a loop by its index and post to it
+ * (gw_loop_post).
  *
  * Startup logs one line `ev=listening port=<client port> admin_port=<admin port>` (stderr),
  * which tests read to find ports bound as 0.
@@ -19,7 +20,13 @@
  *   4. stop the IO loop threads, free the engine, then the main loop returns.
  * Graceful drain (a spread-out disconnect with a reconnect hint) is a later issue.
  *
- * Thread: gw_node_new/run/free on the main thread. gw_loop_post from the loop named by from.
+ * Reload (SIGHUP, gw_reload.h): the config is loaded again from the same sources; what may
+ * change at runtime goes into a new immutable snapshot (gw_config_snap.h), which the main
+ * loop posts to every IO loop. On each loop gw_loop_config_changed runs with the old and the
+ * new config: THE place where a loop reacts to a reload. Connections stay as they are.
+ *
+ * Thread: gw_node_new/run/free/stop on the main thread. gw_loop_post from the loop named by
+ * from. gw_node_config_acquire from any thread.
  * Ownership: the caller owns the node; the node owns every thread, loop and handle it made.
  */
 #ifndef HERALD_GATEWAY_GW_NODE_H
@@ -29,7 +36,10 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include <pthread.h>
+
 #include "gw_config.h"
+#include "gw_config_snap.h"
 #include "gw_engine.h"
 #include "gw_fanout.h"
 #include "gw_heartbeat.h"
@@ -46,6 +56,14 @@
 /* At most this many IO loops: the memory engine keeps a channel's audience in 64 bits. */
 #define GW_NODE_MAX_LOOPS 64
 
+/* Where the running node's config came from, read again on SIGHUP (gw_config_load's
+ * arguments). The arrays must outlive the node: main's argv and environ. */
+typedef struct gw_config_source_s {
+    int argc;
+    char *const *argv;
+    char *const *envp;
+} gw_config_source_t;
+
 /* One IO loop's gateway state. */
 struct gw_loop_s {
     gw_node_t *node;
@@ -54,6 +72,7 @@ struct gw_loop_s {
     bool is_stopping;           /* sessions closed for shutdown: refuse new work */
     uint8_t slow_policy;        /* gw_slow_policy_t, copied here for the delivery loop */
     uint64_t high_water_bytes;  /* per-connection output limit; 0 disables */
+    gw_config_snap_t *snap;     /* this loop's config (a reference); see gw_loop_cfg */
     gw_sub_index_t subs;        /* channel -> subscribers on this loop */
     gw_heartbeat_t hb;          /* deadlines of this loop's sessions */
     gw_fanout_t fanout;         /* batches toward other loops */
@@ -76,7 +95,12 @@ struct gw_loop_s {
 };
 
 struct gw_node_s {
-    gw_config_t cfg;
+    /* The current config. Written on the main thread only, under snap_lock; the main thread
+     * reads it freely, other threads through gw_node_config_acquire. IO loops read their own
+     * reference (gw_loop_t.snap), which the reload posts to them. */
+    gw_config_snap_t *snap;
+    pthread_mutex_t snap_lock; /* guards the snap pointer for other threads; nothing else */
+    gw_config_source_t src;    /* for a reload; argc 0: none */
     char node_id[GW_CONFIG_NAME_MAX];
     uint64_t start_ms;
     nl_loop_t *main_loop;
@@ -91,6 +115,10 @@ struct gw_node_s {
     nl_signal_t *sig;
     uint16_t port;
     uint16_t admin_port;
+    /* What nl_server applies to every accepted connection (from the startup config); a
+     * session of a reloaded config that differs sets its own (gw_session's on_connected). */
+    uint64_t conn_high_water_bytes;
+    uint64_t conn_max_input_bytes;
     _Atomic uint64_t connections; /* open client connections, for max_connections */
     _Atomic bool is_ready;
     _Atomic bool is_stopping;
@@ -102,9 +130,10 @@ struct gw_node_s {
 };
 
 /* Builds and starts a node from cfg (copied): IO loops, pool, engine, listener, admin API.
+ * src (may be NULL: SIGHUP then only logs that it cannot reload) is where cfg came from.
  * Returns: 0; -EADDRINUSE and other bind errors; -ENOMEM; -EINVAL. Thread: main.
- * Ownership: free with gw_node_free. */
-int gw_node_new(gw_node_t **out, const gw_config_t *cfg);
+ * Ownership: free with gw_node_free; src's arrays stay the caller's and must outlive it. */
+int gw_node_new(gw_node_t **out, const gw_config_t *cfg, const gw_config_source_t *src);
 
 /* Runs the accept loop until SIGINT or SIGTERM, then shuts down (see above).
  * Returns: 0 after a clean stop, or a negative errno. Thread: main. */
@@ -115,6 +144,43 @@ void gw_node_free(gw_node_t *node);
 
 /* Starts the shutdown sequence, as SIGTERM does. Thread: main (the accept loop). */
 void gw_node_stop(gw_node_t *node);
+
+/* A reference to the node's current config, for a thread that is not an IO loop (the admin
+ * HTTP thread). Takes a small mutex: not for the delivery path, where each loop reads its own
+ * reference (gw_loop_cfg). Returns: the snapshot (never NULL); drop it with
+ * gw_config_snap_unref. Thread: any. */
+gw_config_snap_t *gw_node_config_acquire(gw_node_t *node);
+
+/* Runs once a replaced config is in force on every IO loop. */
+typedef void (*gw_node_applied_cb)(void *arg);
+
+/* Puts snap (the caller's reference, which the node takes over) in place as the node's config
+ * and posts it to every IO loop, where gw_loop_config_changed runs; on_applied(arg) (may be
+ * NULL) runs once every loop has it, on the loop that was last (or here, if posts failed).
+ * The main thread's part of a reload (gw_reload.c).
+ * Returns: 0; -ENOMEM (nothing changed, snap dropped, on_applied will not run). Thread: main. */
+int gw_node_config_replace(gw_node_t *node, gw_config_snap_t *snap, gw_node_applied_cb on_applied,
+                           void *arg);
+
+/*
+ * THE reload hook of an IO loop: runs on lp's thread when a reloaded config arrives, with
+ * lp->snap already pointing at the new snapshot and the old one still alive until it returns
+ * (so pointers into old stay valid throughout). It also runs once when the loop starts, with
+ * old == NULL, so one function sets up everything a loop derives from its config. Put every
+ * per-loop reaction to a reload here (copies the delivery path reads, history rules, ...);
+ * settings read straight from gw_loop_cfg(lp) at each use need nothing. It must not fail:
+ * anything that could is checked on the main thread (gw_reload.c) before the config is
+ * posted. Sessions and their connections are left as they are.
+ * Thread: lp's. Implemented in gw_node.c.
+ */
+void gw_loop_config_changed(gw_loop_t *lp, const gw_config_t *old, const gw_config_t *cfg);
+
+/* lp's current config: read fields through it at each use, never keep the pointer across a
+ * return to the loop (a reload may replace it). Thread: lp's. */
+static inline const gw_config_t *gw_loop_cfg(const gw_loop_t *lp)
+{
+    return &lp->snap->cfg;
+}
 
 /* The gateway state of the IO loop the calling thread runs, or NULL. Thread: any. */
 static inline gw_loop_t *gw_loop_current(void)

@@ -220,7 +220,7 @@ static void session_subscribed(gw_loop_t *lp, gw_session_t *s, uint64_t id, cons
 static bool session_check_channel(gw_loop_t *lp, gw_session_t *s, uint64_t id, const char *name,
                                   size_t len)
 {
-    if (gw_channel_name_check(name, len, lp->node->cfg.max_channel_bytes) != GW_CHANNEL_OK) {
+    if (gw_channel_name_check(name, len, gw_loop_cfg(lp)->max_channel_bytes) != GW_CHANNEL_OK) {
         gw_session_error(lp, s, id, GW_PERR_BAD_CHANNEL, 0);
         return false;
     }
@@ -241,7 +241,7 @@ static void session_subscribe(gw_loop_t *lp, gw_session_t *s, const Herald__Fram
         gw_session_error(lp, s, f->id, GW_PERR_ALREADY_SUBSCRIBED, 0);
         return;
     }
-    if (gw_sub_set_count(&s->subs) >= lp->node->cfg.max_subscriptions_per_conn) {
+    if (gw_sub_set_count(&s->subs) >= gw_loop_cfg(lp)->max_subscriptions_per_conn) {
         gw_session_error(lp, s, f->id, GW_PERR_TOO_MANY_SUBSCRIPTIONS, 0);
         return;
     }
@@ -286,7 +286,7 @@ static void session_unsubscribe(gw_loop_t *lp, gw_session_t *s, const Herald__Fr
  * thousandths of a token so that a refill of a few milliseconds is not lost to rounding. */
 static bool session_take_token(gw_loop_t *lp, gw_session_t *s, uint32_t *retry_after_ms)
 {
-    const gw_config_t *cfg = &lp->node->cfg;
+    const gw_config_t *cfg = gw_loop_cfg(lp);
     uint64_t rate = cfg->publish_rate_per_s;
     if (rate == 0)
         return true;
@@ -417,7 +417,8 @@ static void session_decode_failed(gw_loop_t *lp, gw_session_t *s, int rc)
 size_t gw_session_process(gw_loop_t *lp, gw_session_t *s, nl_buf_t *in)
 {
     nl_conn_t *c = s->conn;
-    size_t max_frame = lp->node->cfg.max_frame_bytes;
+    /* Not max_frame_bytes: a client may have been told a larger one before a reload. */
+    size_t max_frame = lp->snap->frame_limit_bytes;
     size_t frames = 0;
     while (s->state == GW_SESSION_AWAIT_CONNECT || s->state == GW_SESSION_AUTHENTICATED) {
         Herald__Frame *f = NULL;
@@ -448,7 +449,7 @@ size_t gw_session_process(gw_loop_t *lp, gw_session_t *s, nl_buf_t *in)
 uint64_t gw_session_deadline_ms(gw_loop_t *lp, gw_session_t *s, uint64_t wall_ms)
 {
     uint64_t now_ms = session_now_ms(lp);
-    uint64_t idle_ms = now_ms + lp->node->cfg.idle_timeout_ms;
+    uint64_t idle_ms = now_ms + gw_loop_cfg(lp)->idle_timeout_ms;
     s->flags &= (uint8_t)~GW_SESSION_DEADLINE_EXP;
     if (s->exp_s == 0)
         return idle_ms;
@@ -505,10 +506,24 @@ static void session_on_message(nl_conn_t *c, nl_buf_t *in)
 
 /* --- lifecycle ---------------------------------------------------------------------------- */
 
+/* nl_server gives every connection the limits of the startup config; a reloaded one that
+ * differs is applied here, to the connections accepted from now on (gw_reload.h). */
+static void session_apply_conn_limits(gw_loop_t *lp, nl_conn_t *c)
+{
+    const gw_node_t *node = lp->node;
+    uint64_t high_water = gw_loop_cfg(lp)->output_high_water_bytes;
+    uint64_t max_input = lp->snap->frame_limit_bytes + PROTO_VARINT_MAX_BYTES + 64;
+    if (high_water != node->conn_high_water_bytes)
+        nl_conn_set_high_water(c, high_water);
+    if (max_input != node->conn_max_input_bytes)
+        nl_conn_set_max_input(c, max_input);
+}
+
 static void session_on_connected(nl_conn_t *c)
 {
     gw_loop_t *lp = gw_loop_current();
     gw_node_t *node = lp->node;
+    const gw_config_t *cfg = gw_loop_cfg(lp);
     if (lp->is_stopping) {
         nl_conn_close(c, 0);
         return;
@@ -525,12 +540,13 @@ static void session_on_connected(nl_conn_t *c)
     nl_conn_set_data(c, s);
     lp->stats.accepts++;
     uint64_t n = atomic_fetch_add_explicit(&node->connections, 1, memory_order_relaxed) + 1;
-    if (n > node->cfg.max_connections) {
+    if (n > cfg->max_connections) {
         gw_session_begin_close(lp, s, GW_CLOSE_SERVER_FULL, HERALD__DISCONNECT__CODE__SERVER_FULL,
                                "server full", true);
         return;
     }
-    gw_heartbeat_set(&lp->hb, &s->deadline, session_now_ms(lp) + node->cfg.connect_timeout_ms);
+    session_apply_conn_limits(lp, c);
+    gw_heartbeat_set(&lp->hb, &s->deadline, session_now_ms(lp) + cfg->connect_timeout_ms);
 }
 
 static void session_on_close(nl_conn_t *c, int reason)
@@ -630,7 +646,7 @@ static bool session_slow(gw_loop_t *lp, gw_session_t *s)
            nl_conn_id(s->conn), gw_session_user_quoted(s, q), nl_conn_output_bytes(s->conn));
     session_close_gracefully(lp, s, GW_CLOSE_SLOW_CONSUMER, HERALD__DISCONNECT__CODE__SLOW_CONSUMER,
                              "slow consumer", true, true,
-                             (uint32_t)lp->node->cfg.slow_consumer_linger_ms);
+                             (uint32_t)gw_loop_cfg(lp)->slow_consumer_linger_ms);
     /* Even if that send closed it (its output at the cap): a closed connection's session lives
      * until the iteration ends, and leaving twice (again in on_close) is harmless. */
     lp->leaving[lp->n_leaving++] = s;

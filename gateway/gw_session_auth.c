@@ -31,19 +31,22 @@
 #include "netlib/nl_pool.h"
 #include "proto_frame.h"
 
-/* A Connect on its way through the pool. Workers read the token and config and write only
- * the verdict and, on success, the grant; the loop reads them after the done post (a
- * happens-before edge). The grant replaces the token in place, packed as the session keeps
+/* A Connect on its way through the pool. Workers read the token and the config snapshot and
+ * write only the verdict and, on success, the grant; the loop reads them after the done post
+ * (a happens-before edge). The request holds its own reference to the snapshot, so a reload
+ * meanwhile cannot free the keys under the worker; the verdict is the one of the config the
+ * Connect arrived under. The grant replaces the token in place, packed as the session keeps
  * it ("user\0pattern\0pattern\0"): it is never longer than the token it was decoded from,
  * and the request then costs the loop's heap only the token's size while it is in flight
  * (the claims struct, 3.5 KiB, stays on the worker's stack). */
 typedef struct auth_req_s {
-    const gw_config_t *cfg;
+    gw_config_snap_t *snap; /* the request's reference */
     nl_loop_t *loop;
     uint64_t conn_id;
     uint64_t frame_id; /* the Connect's request id */
     nl_buf_t *in;      /* the connection's input buffer, embedded in it: valid while it is */
     gw_token_err_t verdict;
+    size_t key_index;   /* GW_TOKEN_OK: 0 the current secret, else a previous one */
     uint16_t user_len;  /* GW_TOKEN_OK: the grant's user id bytes */
     uint16_t grant_len; /* GW_TOKEN_OK: the whole grant, every NUL included */
     uint8_t n_patterns; /* GW_TOKEN_OK: patterns after the user id */
@@ -68,7 +71,7 @@ bool gw_session_allows(const gw_session_t *s, const char *name, size_t len)
 
 static void auth_send_connect_ok(gw_loop_t *lp, gw_session_t *s, uint64_t id)
 {
-    const gw_config_t *cfg = &lp->node->cfg;
+    const gw_config_t *cfg = gw_loop_cfg(lp);
     char client_id[GW_CONFIG_NAME_MAX + 24];
     snprintf(client_id, sizeof(client_id), "%s-%" PRIu64, lp->node->node_id, nl_conn_id(s->conn));
     Herald__ConnectOk ok = HERALD__CONNECT_OK__INIT;
@@ -111,7 +114,7 @@ static gw_session_t *auth_grow(gw_loop_t *lp, gw_session_t *s, uint64_t id, cons
     if (!ns) {
         /* A fresh handshake window for the retry, well past the retry_after_ms it is told. */
         gw_heartbeat_set(&lp->hb, &s->deadline,
-                         nl_loop_now_ms(lp->loop) + lp->node->cfg.connect_timeout_ms);
+                         nl_loop_now_ms(lp->loop) + gw_loop_cfg(lp)->connect_timeout_ms);
         auth_defer(lp, s, id, GW_PERR_INTERNAL);
         return NULL;
     }
@@ -130,7 +133,7 @@ static gw_session_t *auth_accept(gw_loop_t *lp, gw_session_t *s, uint64_t id, co
                                  size_t user_len, const char *patterns, size_t patterns_len,
                                  uint8_t n_patterns, int64_t exp_s)
 {
-    const gw_config_t *cfg = &lp->node->cfg;
+    const gw_config_t *cfg = gw_loop_cfg(lp);
     s = auth_grow(lp, s, id, user, user_len, patterns, patterns_len);
     if (!s)
         return NULL;
@@ -196,20 +199,22 @@ static bool auth_pack_grant(auth_req_t *req, const gw_token_claims_t *claims)
 static int auth_work(void *arg)
 {
     auth_req_t *req = arg;
-    const gw_config_t *cfg = req->cfg;
+    const gw_config_snap_t *snap = req->snap;
     int64_t now_s = (int64_t)(nl_wall_ms() / 1000);
-    /* No secret configured: an HMAC with an empty key is one anybody can compute. */
-    if (cfg->token_secret[0] == '\0') {
-        req->verdict = GW_TOKEN_ERR_SIGNATURE;
-        return 0;
-    }
+    /* No secret configured: n_keys is 0 and every token is refused (an HMAC with an empty key
+     * is one anybody can compute). */
     gw_token_claims_t claims;
-    req->verdict =
-        gw_token_verify(req->token, req->token_len, cfg->token_secret, strlen(cfg->token_secret),
-                        now_s, cfg->max_channel_bytes, &claims);
+    req->verdict = gw_token_verify_keys(req->token, req->token_len, snap->keys, snap->n_keys, now_s,
+                                        snap->cfg.max_channel_bytes, &claims, &req->key_index);
     if (req->verdict == GW_TOKEN_OK && !auth_pack_grant(req, &claims))
         req->verdict = GW_TOKEN_ERR_MALFORMED;
     return 0;
+}
+
+static void auth_req_free(auth_req_t *req)
+{
+    gw_config_snap_unref(req->snap);
+    free(req);
 }
 
 /* Runs on the connection's loop with the verdict. */
@@ -220,7 +225,7 @@ static void auth_done(void *arg, int status)
     nl_conn_t *c = nl_conn_lookup(req->loop, req->conn_id);
     gw_session_t *s = c ? nl_conn_data(c) : NULL;
     if (!s || s->state != GW_SESSION_AUTHENTICATING) {
-        free(req); /* closed (or closing) meanwhile */
+        auth_req_free(req); /* closed (or closing) meanwhile */
         return;
     }
     if (status < 0) {
@@ -231,6 +236,8 @@ static void auth_done(void *arg, int status)
         auth_refuse(lp, s, req->frame_id, req->verdict, req->token, req->token_len);
     } else {
         size_t user_len = req->user_len;
+        if (req->key_index > 0)
+            lp->stats.auth_ok_previous++;
         (void)auth_accept(lp, s, req->frame_id, req->token, user_len, req->token + user_len + 1,
                           req->grant_len - user_len - 1u, req->n_patterns, req->exp_s);
     }
@@ -241,12 +248,12 @@ static void auth_done(void *arg, int status)
         nl_conn_resume_read(c);
         (void)gw_session_process(lp, nl_conn_data(c), req->in);
     }
-    free(req);
+    auth_req_free(req);
 }
 
 void gw_session_connect(gw_loop_t *lp, gw_session_t *s, const Herald__Frame *f, nl_buf_t *in)
 {
-    const gw_config_t *cfg = &lp->node->cfg;
+    const gw_config_t *cfg = gw_loop_cfg(lp);
     const char *token = f->connect && f->connect->token ? f->connect->token : "";
     size_t len = strlen(token);
     if (cfg->is_insecure) {
@@ -264,8 +271,9 @@ void gw_session_connect(gw_loop_t *lp, gw_session_t *s, const Herald__Frame *f, 
         auth_defer(lp, s, f->id, GW_PERR_INTERNAL);
         return;
     }
-    req->cfg = cfg;
+    req->snap = gw_config_snap_ref(lp->snap);
     req->loop = lp->loop;
+    req->key_index = 0;
     req->conn_id = nl_conn_id(s->conn);
     req->frame_id = f->id;
     req->in = in;
@@ -273,7 +281,7 @@ void gw_session_connect(gw_loop_t *lp, gw_session_t *s, const Herald__Frame *f, 
     memcpy(req->token, token, len + 1);
     int err = nl_pool_submit(lp->node->pool, lp->loop, auth_work, auth_done, req);
     if (err < 0) {
-        free(req);
+        auth_req_free(req);
         lp->stats.auth_failures[GW_AUTH_FAIL_BUSY]++;
         auth_defer(lp, s, f->id, GW_PERR_BUSY);
         return;

@@ -102,7 +102,6 @@ static void collect_finish(collect_t *col)
     snap->is_ready = atomic_load_explicit(&node->is_ready, memory_order_relaxed) &&
                      node->engine->ops->is_ready(node->engine);
     snap->uptime_ms = nl_now_ms() - node->start_ms;
-    snap->max_connections = node->cfg.max_connections;
     col->done(snap, col->arg);
     free(col);
 }
@@ -142,6 +141,8 @@ static void collect_main(void *arg)
     collect_t *col = part->col;
     if (col->node->server)
         nl_server_get_stats(col->node->server, &col->snap->server);
+    /* The node's current config is the main thread's to read. */
+    col->snap->max_connections = col->node->snap->cfg.max_connections;
     collect_part_done(col);
 }
 
@@ -267,6 +268,9 @@ static void render_sessions(gw_metrics_t *w, const totals_t *t, const gw_stats_s
         gw_metrics_counter(w, "herald_closed_total", "Closed client connections by reason.",
                            (const char *const[]){"reason", close_names[r], NULL}, t->s.closes[r]);
     gw_metrics_counter(w, "herald_auth_ok_total", "Connects accepted.", NULL, t->s.auth_ok);
+    gw_metrics_counter(w, "herald_auth_ok_previous_secret_total",
+                       "Connects accepted with a token signed by a previous secret (rotation).",
+                       NULL, t->s.auth_ok_previous);
     for (int r = 0; r < GW_AUTH_FAIL_REASONS; r++)
         gw_metrics_counter(w, "herald_auth_failures_total", "Connects refused by reason.",
                            (const char *const[]){"reason", auth_fail_names[r], NULL},

@@ -74,11 +74,12 @@ typedef struct gw_stats_s {
     uint64_t frames_in[GW_STATS_FRAME_TYPES];
     uint64_t frames_out[GW_STATS_FRAME_TYPES]; /* Push frames are counted as deliveries */
     uint64_t errors_out[GW_STATS_ERROR_CODES];
-    uint64_t deliveries;      /* Push frames queued to a connection */
-    uint64_t slow_drops;      /* Push frames dropped for a slow consumer */
-    uint64_t unrouted;        /* messages that reached the loop with no local subscriber */
-    uint64_t fanout_batches;  /* batches posted to other loops */
-    uint64_t fanout_failures; /* messages lost because a post failed (ENOMEM) */
+    uint64_t deliveries;       /* Push frames queued to a connection */
+    uint64_t slow_drops;       /* Push frames dropped for a slow consumer */
+    uint64_t unrouted;         /* messages that reached the loop with no local subscriber */
+    uint64_t fanout_batches;   /* batches posted to other loops */
+    uint64_t fanout_failures;  /* messages lost because a post failed (ENOMEM) */
+    uint64_t auth_ok_previous; /* of auth_ok: tokens signed with a previous secret */
     uint64_t recoveries[GW_RECOVERY_RESULTS]; /* Subscribe{recover} answers by result */
     nl_hist_t latency_ns;  /* publish (engine accepted) to queued on this loop's sockets */
     nl_hist_t flush_ns;    /* publish to written to this loop's subscribers' sockets */

@@ -8,6 +8,8 @@
  *   herald token --user U [--channels 'news,chat:*'] [--ttl 1h] [OPTION]...
  *                                      print a token signed with the configured secret
  *
+ * Signals: SIGTERM/SIGINT stop the node; SIGHUP reloads the config (gw_reload.h).
+ *
  * Exit status: 0 after a clean stop (SIGINT/SIGTERM) or a successful subcommand; 1 when the
  * node failed or the config file has errors; 2 for bad flags or settings.
  */
@@ -138,13 +140,13 @@ out:
     return status;
 }
 
-static int run_node(const gw_config_t *cfg)
+static int run_node(const gw_config_t *cfg, const gw_config_source_t *src)
 {
     nl_log_set_level((nl_log_level_t)cfg->log_level);
     NL_LOG(NL_INFO, "starting", "version=%s session_bytes=%zu", HERALD_VERSION,
            gw_session_sizeof());
     gw_node_t *node = NULL;
-    int err = gw_node_new(&node, cfg);
+    int err = gw_node_new(&node, cfg, src);
     if (err < 0) {
         NL_LOG(NL_ERROR, "start_failed", "err=%s", nl_strerror(err));
         return 1;
@@ -202,5 +204,7 @@ int main(int argc, char **argv)
     if (rc < 0)
         return 2;
     malloc_tune();
-    return run_node(&cfg);
+    /* SIGHUP loads the config again from the same file, environment and flags. */
+    gw_config_source_t src = {.argc = argc, .argv = argv, .envp = environ};
+    return run_node(&cfg, &src);
 }
