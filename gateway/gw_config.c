@@ -88,7 +88,7 @@ static const setting_t settings[] = {
     {"server", "node_id", "node_id", NULL, T_STR, OFF(node_id), CAP(node_id), 0, 0, false,
      "this node's name in presence and logs (empty: host name)", RESTART},
     {"server", "drain", "drain", NULL, T_DURATION, OFF(drain_ms), 0, 0, 3600000, false,
-     "on SIGTERM, spread client disconnects over this window (parsed, not applied yet)", RELOAD},
+     "on SIGTERM, spread client disconnects over this window (0: all at once)", RELOAD},
     {"admin", "enabled", "admin_enabled", NULL, T_BOOL, OFF(is_admin_enabled), 0, 0, 0, false,
      "serve the admin HTTP API", RESTART},
     {"admin", "listen", "admin", NULL, T_HOSTPORT, OFF(admin_host), OFF(admin_port), 0, 0, false,

@@ -8,10 +8,12 @@
  * first iteration, and the thread's creation is what makes the engine visible to it) and before
  * the listener starts (sessions call it); it posts to the loops only once work arrives.
  *
- * The shutdown steps run on the accept loop as a small state machine: each step posts one
- * closure to every IO loop, each loop answers by posting back, and the last answer starts the
- * next step. Nothing blocks the accept loop except gw_http_stop and nl_pool_shutdown joining
- * their own threads.
+ * The shutdown steps, the drain's included, run on the accept loop as a small state machine:
+ * each step posts one closure to every IO loop, each loop answers by posting back, and the
+ * last answer starts the next step. Each kind of answer has its own function and is ignored
+ * outside its step, so an answer still on its way when a second signal cuts a drain short is
+ * not counted for the steps that follow. Nothing blocks the accept loop except gw_http_stop
+ * and nl_pool_shutdown joining their own threads.
  */
 #include "gw_node.h"
 
@@ -35,9 +37,11 @@
 
 enum {
     NODE_RUNNING = 0,
-    NODE_CLOSING_SESSIONS = 1, /* step 2 */
-    NODE_QUIESCING = 2,        /* step 3 */
-    NODE_STOPPED = 3,
+    NODE_DRAIN_MARK = 1,       /* drain step D1 */
+    NODE_DRAINING = 2,         /* drain step D2 */
+    NODE_CLOSING_SESSIONS = 3, /* step 2 */
+    NODE_QUIESCING = 4,        /* step 3 */
+    NODE_STOPPED = 5,
 };
 
 /* --- per-loop state ----------------------------------------------------------------------- */
@@ -119,6 +123,7 @@ static void loop_on_stop(nl_loop_t *loop, void *arg)
     gw_loop_t *lp = arg;
     if (lp->start_err < 0)
         return;
+    gw_drain_stop(lp);
     if (gw_heartbeat_count(&lp->hb) > 0) {
         /* Sessions are closed in shutdown step 2; reaching here with some open is a bug. Their
          * on_close would touch the state freed below, so leak it rather than crash. */
@@ -173,6 +178,7 @@ static void loop_close_sessions(void *arg)
 {
     gw_loop_t *lp = arg;
     lp->is_stopping = true;
+    gw_drain_stop(lp);
     nl_conn_flush_loop(lp->loop);
     gw_session_close_all(lp);
     if (nl_loop_post(lp->loop, loop_ack_run, lp) < 0)
@@ -224,10 +230,15 @@ static void node_step(gw_node_t *node)
 
 void gw_node_stop(gw_node_t *node)
 {
-    if (node->stop_step != NODE_RUNNING)
+    if (node->stop_step >= NODE_CLOSING_SESSIONS)
         return;
+    if (node->drain_timer) {
+        nl_timer_close(node->drain_timer, NULL);
+        node->drain_timer = NULL;
+    }
     node->stop_step = NODE_CLOSING_SESSIONS;
     atomic_store(&node->is_ready, false);
+    atomic_store(&node->is_draining, false);
     atomic_store(&node->is_stopping, true);
     if (node->server) {
         nl_server_close(node->server);
@@ -238,6 +249,118 @@ void gw_node_stop(gw_node_t *node)
     if (node->pool)
         nl_pool_shutdown(node->pool, NL_POOL_DISCARD);
     node_broadcast(node, loop_close_sessions);
+}
+
+/* --- drain -------------------------------------------------------------------------------- */
+
+static void node_post_all(gw_node_t *node, nl_loop_post_cb fn)
+{
+    for (uint32_t i = 0; i < node->n_loops; i++)
+        if (nl_loop_post(node->loops[i].loop, fn, &node->loops[i]) < 0)
+            NL_ASSERT(!"drain post lost"); /* the drain could not finish but by its timeout */
+}
+
+static void node_drain_end(gw_node_t *node, bool is_forced)
+{
+    NL_LOG(NL_INFO, "drain_end", "elapsed_ms=%" PRIu64 " forced=%s sessions_left=%" PRIu64,
+           nl_now_ms() - node->drain_start_ms, is_forced ? "true" : "false",
+           atomic_load_explicit(&node->connections, memory_order_relaxed));
+    gw_node_stop(node);
+}
+
+/* On the accept loop: the window and the grace have passed with sessions still open. */
+static void node_on_drain_timeout(nl_timer_t *t, void *arg)
+{
+    NL_UNUSED(t);
+    gw_node_t *node = arg;
+    if (node->stop_step == NODE_DRAIN_MARK || node->stop_step == NODE_DRAINING)
+        node_drain_end(node, true);
+}
+
+/* On the accept loop: a loop has no session left (step D2 answered). */
+static void node_on_drained(void *arg)
+{
+    gw_loop_t *lp = arg;
+    gw_node_t *node = lp->node;
+    if (node->stop_step == NODE_DRAINING && ++node->drain_acks == node->n_loops)
+        node_drain_end(node, false);
+}
+
+/* gw_drain's on_drained, on an IO loop. A lost answer leaves the node to its drain timeout. */
+static void loop_drained(gw_loop_t *lp)
+{
+    if (nl_loop_post(lp->node->main_loop, node_on_drained, lp) < 0)
+        NL_LOG(NL_ERROR, "drain_answer_lost", "loop=%u err=%s", lp->index, nl_strerror(-ENOMEM));
+}
+
+/* Step D2 on an IO loop. */
+static void loop_drain_start(void *arg)
+{
+    gw_loop_t *lp = arg;
+    int err = gw_drain_start(lp, lp->node->drain_window_ms, loop_drained);
+    if (err < 0) {
+        /* No timer: the stop that follows closes this loop's sessions at once. */
+        NL_LOG(NL_ERROR, "drain_start_failed", "loop=%u err=%s", lp->index, nl_strerror(err));
+        loop_drained(lp);
+    }
+}
+
+/* On the accept loop: a loop answered step D1. */
+static void node_on_marked(void *arg)
+{
+    gw_loop_t *lp = arg;
+    gw_node_t *node = lp->node;
+    if (node->stop_step != NODE_DRAIN_MARK || ++node->drain_acks < node->n_loops)
+        return;
+    node->stop_step = NODE_DRAINING;
+    node->drain_acks = 0;
+    node_post_all(node, loop_drain_start);
+}
+
+static void loop_marked(void *arg)
+{
+    gw_loop_t *lp = arg;
+    if (nl_loop_post(lp->node->main_loop, node_on_marked, lp) < 0)
+        NL_LOG(NL_ERROR, "drain_answer_lost", "loop=%u err=%s", lp->index, nl_strerror(-ENOMEM));
+}
+
+/* Step D1 on an IO loop: from now on it refuses new connections. The answer leaves from the
+ * next iteration, after this one's before-sleep posted its fan-out batches (see gw_node.h). */
+static void loop_drain_mark(void *arg)
+{
+    gw_loop_t *lp = arg;
+    lp->is_draining = true;
+    if (nl_loop_post(lp->loop, loop_marked, lp) < 0)
+        loop_marked(lp);
+}
+
+static void node_drain_begin(gw_node_t *node, const char *signal_name)
+{
+    node->drain_window_ms = node->snap->cfg.drain_ms;
+    node->drain_start_ms = nl_now_ms();
+    int err = nl_timer_new(&node->drain_timer, node->main_loop, node_on_drain_timeout, node);
+    if (err == 0)
+        err = nl_timer_start(node->drain_timer, node->drain_window_ms + GW_NODE_DRAIN_GRACE_MS, 0);
+    if (err < 0) {
+        /* Without the timeout a stuck loop could hold the node forever: stop at once. */
+        NL_LOG(NL_ERROR, "drain_failed", "err=%s", nl_strerror(err));
+        gw_node_stop(node);
+        return;
+    }
+    /* Refused and not ready before the line is logged, so that whoever sees it can rely on
+     * both. */
+    if (node->server) {
+        nl_server_close(node->server);
+        node->server = NULL;
+    }
+    atomic_store(&node->is_ready, false);
+    atomic_store(&node->is_draining, true);
+    node->stop_step = NODE_DRAIN_MARK;
+    node->drain_acks = 0;
+    NL_LOG(NL_INFO, "drain_begin", "signal=%s window_ms=%" PRIu64 " grace_ms=%u sessions=%" PRIu64,
+           signal_name, node->drain_window_ms, GW_NODE_DRAIN_GRACE_MS,
+           atomic_load_explicit(&node->connections, memory_order_relaxed));
+    node_post_all(node, loop_drain_mark);
 }
 
 static void node_on_signal(nl_signal_t *s, int signum, void *arg)
@@ -251,7 +374,15 @@ static void node_on_signal(nl_signal_t *s, int signum, void *arg)
             NL_LOG(NL_WARN, "reload_ignored", "reason=stopping");
         return;
     }
-    NL_LOG(NL_INFO, "shutdown_begin", "signal=%s", signum == SIGINT ? "SIGINT" : "SIGTERM");
+    const char *name = signum == SIGINT ? "SIGINT" : "SIGTERM";
+    if (node->stop_step == NODE_RUNNING && node->snap->cfg.drain_ms > 0) {
+        node_drain_begin(node, name);
+        return;
+    }
+    if (node->stop_step >= NODE_CLOSING_SESSIONS)
+        return; /* already stopping at once */
+    NL_LOG(NL_INFO, "shutdown_begin", "signal=%s during_drain=%s", name,
+           node->stop_step == NODE_RUNNING ? "false" : "true");
     gw_node_stop(node);
 }
 
@@ -628,6 +759,8 @@ void gw_node_free(gw_node_t *node)
             (void)nl_loop_thread_stop(node->threads[i]);
     if (node->sig)
         nl_signal_close(node->sig);
+    if (node->drain_timer)
+        nl_timer_close(node->drain_timer, NULL);
     if (node->main_loop) {
         /* Closed handles are freed at the end of an iteration. */
         (void)nl_loop_run_once(node->main_loop, 0);

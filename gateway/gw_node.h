@@ -11,14 +11,32 @@
  * Startup logs one line `ev=listening port=<client port> admin_port=<admin port>` (stderr),
  * which tests read to find ports bound as 0.
  *
- * Shutdown, step by step (each step waits for every loop's answer before the next):
+ * Shutdown. The first SIGTERM or SIGINT starts a graceful drain when [server] drain > 0
+ * (ev=drain_begin window_ms=... sessions=...):
+ *   D1. stop accepting (the listener closes: connecting clients are refused), mark not ready
+ *       (/readyz answers 503 from now on; /healthz, the admin API and /metrics still answer),
+ *       and post "draining" to every loop. Each loop answers from its next iteration, so
+ *       everything a loop accepted before it saw the post has been handed to the other loops
+ *       (fan-out batches leave in the before-sleep of the iteration that made them) before
+ *       step D2 reaches them: a message accepted before the signal is queued to every
+ *       subscriber before any subscriber is told to go.
+ *   D2. each loop lists its sessions by connection id and tells them Disconnect{SHUTDOWN,
+ *       reconnect} a few at a time, spread evenly over the window (gw_drain.h), each one
+ *       queued behind that client's pending output and followed by a half-close and a short
+ *       linger. Sessions not yet told carry on: they receive what is published meanwhile
+ *       (the engine, the worker pool and the admin API keep running). A loop whose sessions
+ *       have all left answers; when every loop has (ev=drain_end), or when the window plus
+ *       GW_NODE_DRAIN_GRACE_MS has passed (ev=drain_end forced=true), steps 1-4 below run.
+ * A second SIGTERM or SIGINT during the drain, or drain = 0, runs steps 1-4 at once:
  *   1. stop accepting (server closed), mark not ready, stop the HTTP server (requests waiting
  *      are answered 503), stop the worker pool (pending verifications are cancelled);
- *   2. each IO loop sends Disconnect{SHUTDOWN} to its sessions and closes them;
+ *   2. each IO loop sends Disconnect{SHUTDOWN} to its remaining sessions and closes them;
  *   3. quiesce: rounds of "post to every loop and wait" until a round in which no loop posted
  *      to another (leaves, batches and replies in flight have all landed);
- *   4. stop the IO loop threads, free the engine, then the main loop returns.
- * Graceful drain (a spread-out disconnect with a reconnect hint) is a later issue.
+ *   4. stop the IO loop threads, free the engine, then the main loop returns (exit 0).
+ * Each step waits for every loop's answer before the next. So a node exits within drain +
+ * GW_NODE_DRAIN_GRACE_MS after the first signal (plus the few ms of steps 1-4, and at most
+ * 2 s more while admin requests are still waiting), and within milliseconds of a second one.
  *
  * Reload (SIGHUP, gw_reload.h): the config is loaded again from the same sources; what may
  * change at runtime goes into a new immutable snapshot (gw_config_snap.h), which the main
@@ -40,6 +58,7 @@
 
 #include "gw_config.h"
 #include "gw_config_snap.h"
+#include "gw_drain.h"
 #include "gw_engine.h"
 #include "gw_fanout.h"
 #include "gw_heartbeat.h"
@@ -52,9 +71,15 @@
 #include "netlib/nl_pool.h"
 #include "netlib/nl_server.h"
 #include "netlib/nl_signal.h"
+#include "netlib/nl_timer.h"
 
 /* At most this many IO loops: the memory engine keeps a channel's audience in 64 bits. */
 #define GW_NODE_MAX_LOOPS 64
+
+/* How long past the drain window the node waits for its last sessions before closing them
+ * at once: their linger after the Disconnect (GW_SESSION_LINGER_MS, 2 s), the wheel's
+ * lateness (at most 1 s), and room to spare. */
+#define GW_NODE_DRAIN_GRACE_MS 5000
 
 /* Where the running node's config came from, read again on SIGHUP (gw_config_load's
  * arguments). The arrays must outlive the node: main's argv and environ. */
@@ -70,6 +95,7 @@ struct gw_loop_s {
     nl_loop_t *loop;
     uint32_t index;
     bool is_stopping;           /* sessions closed for shutdown: refuse new work */
+    bool is_draining;           /* drain step D1 reached this loop: refuse new connections */
     uint8_t slow_policy;        /* gw_slow_policy_t, copied here for the delivery loop */
     uint64_t high_water_bytes;  /* per-connection output limit; 0 disables */
     gw_config_snap_t *snap;     /* this loop's config (a reference); see gw_loop_cfg */
@@ -91,6 +117,7 @@ struct gw_loop_s {
     struct gw_session_s **leaving;
     uint32_t n_leaving;
     uint32_t cap_leaving;
+    gw_drain_t drain; /* the spread-out disconnects of a drain */
     gw_stats_t stats;
 };
 
@@ -121,11 +148,16 @@ struct gw_node_s {
     uint64_t conn_max_input_bytes;
     _Atomic uint64_t connections; /* open client connections, for max_connections */
     _Atomic bool is_ready;
+    _Atomic bool is_draining; /* between drain_begin and drain_end */
     _Atomic bool is_stopping;
     /* Shutdown sequencing, main loop only. */
     int stop_step;
     uint32_t stop_acks;
     uint64_t stop_posts_seen;
+    uint32_t drain_acks;
+    uint64_t drain_window_ms; /* written before step D1's posts; the loops read it in D2 */
+    uint64_t drain_start_ms;
+    nl_timer_t *drain_timer; /* the window plus the grace */
     int exit_status;
 };
 
@@ -135,14 +167,15 @@ struct gw_node_s {
  * Ownership: free with gw_node_free; src's arrays stay the caller's and must outlive it. */
 int gw_node_new(gw_node_t **out, const gw_config_t *cfg, const gw_config_source_t *src);
 
-/* Runs the accept loop until SIGINT or SIGTERM, then shuts down (see above).
+/* Runs the accept loop until the node has stopped (signals: see above).
  * Returns: 0 after a clean stop, or a negative errno. Thread: main. */
 int gw_node_run(gw_node_t *node);
 
 /* Stops whatever still runs and frees the node. NULL is fine. Thread: main. */
 void gw_node_free(gw_node_t *node);
 
-/* Starts the shutdown sequence, as SIGTERM does. Thread: main (the accept loop). */
+/* Stops now (steps 1-4 above), as a second SIGTERM does; during a drain it ends the drain.
+ * Idempotent. Thread: main (the accept loop). */
 void gw_node_stop(gw_node_t *node);
 
 /* A reference to the node's current config, for a thread that is not an IO loop (the admin

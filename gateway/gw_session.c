@@ -540,6 +540,12 @@ static void session_on_connected(nl_conn_t *c)
     nl_conn_set_data(c, s);
     lp->stats.accepts++;
     uint64_t n = atomic_fetch_add_explicit(&node->connections, 1, memory_order_relaxed) + 1;
+    if (lp->is_draining) {
+        /* Only a connection accepted just before the listener closed gets here. */
+        gw_session_begin_close(lp, s, GW_CLOSE_SHUTDOWN, HERALD__DISCONNECT__CODE__SHUTDOWN,
+                               "node draining", true);
+        return;
+    }
     if (n > cfg->max_connections) {
         gw_session_begin_close(lp, s, GW_CLOSE_SERVER_FULL, HERALD__DISCONNECT__CODE__SERVER_FULL,
                                "server full", true);
@@ -757,4 +763,40 @@ static void session_close_one(nl_wheel_entry_t *e, void *arg)
 void gw_session_close_all(gw_loop_t *lp)
 {
     gw_heartbeat_foreach(&lp->hb, session_close_one, lp);
+}
+
+/* --- drain -------------------------------------------------------------------------------- */
+
+typedef struct session_list_s {
+    uint64_t *ids;
+    size_t n;
+    size_t cap;
+} session_list_t;
+
+static void session_list_one(nl_wheel_entry_t *e, void *arg)
+{
+    session_list_t *l = arg;
+    gw_session_t *s = (gw_session_t *)((char *)e - offsetof(gw_session_t, deadline));
+    if (s->state != GW_SESSION_CLOSING && l->n < l->cap)
+        l->ids[l->n++] = nl_conn_id(s->conn);
+}
+
+size_t gw_session_list(gw_loop_t *lp, uint64_t *ids, size_t cap)
+{
+    session_list_t l = {.ids = ids, .n = 0, .cap = cap};
+    gw_heartbeat_foreach(&lp->hb, session_list_one, &l);
+    return l.n;
+}
+
+bool gw_session_drain(gw_loop_t *lp, uint64_t conn_id)
+{
+    nl_conn_t *c = nl_conn_lookup(lp->loop, conn_id);
+    gw_session_t *s = c ? nl_conn_data(c) : NULL;
+    if (!s || s->state == GW_SESSION_CLOSING)
+        return false;
+    /* Queued behind the client's pending output: what it was sent before still reaches it. */
+    gw_session_begin_close(lp, s, GW_CLOSE_SHUTDOWN, HERALD__DISCONNECT__CODE__SHUTDOWN,
+                           "node draining", true);
+    lp->stats.drained++;
+    return true;
 }

@@ -94,6 +94,17 @@ void gw_session_recover_deinit(gw_loop_t *lp);
  * Thread: lp's loop. */
 void gw_session_close_all(gw_loop_t *lp);
 
+/* Writes the connection ids of lp's sessions that are not closing into ids (at most cap) and
+ * returns how many: the list a drain works through. Thread: lp's loop. */
+size_t gw_session_list(gw_loop_t *lp, uint64_t *ids, size_t cap);
+
+/* Tells the session of connection conn_id to go, for a drain: Disconnect{SHUTDOWN,
+ * reconnect} queued behind its pending output, then the graceful close (half-close once the
+ * output is written, a short linger for the client to hang up). Counted as drained.
+ * Returns: true; false when the connection is gone or its session already closing.
+ * Thread: lp's loop. */
+bool gw_session_drain(gw_loop_t *lp, uint64_t conn_id);
+
 /* Bytes of a session before Connect (its fixed part); the user id and patterns add theirs. */
 size_t gw_session_sizeof(void);
 

@@ -101,6 +101,7 @@ static void collect_finish(collect_t *col)
         gw_http_stats(node->http, &snap->http);
     snap->is_ready = atomic_load_explicit(&node->is_ready, memory_order_relaxed) &&
                      node->engine->ops->is_ready(node->engine);
+    snap->is_draining = atomic_load_explicit(&node->is_draining, memory_order_relaxed);
     snap->uptime_ms = nl_now_ms() - node->start_ms;
     col->done(snap, col->arg);
     free(col);
@@ -271,6 +272,9 @@ static void render_sessions(gw_metrics_t *w, const totals_t *t, const gw_stats_s
     gw_metrics_counter(w, "herald_auth_ok_previous_secret_total",
                        "Connects accepted with a token signed by a previous secret (rotation).",
                        NULL, t->s.auth_ok_previous);
+    gw_metrics_counter(w, "herald_drained_total",
+                       "Sessions told to reconnect elsewhere by a drain (SIGTERM).", NULL,
+                       t->s.drained);
     for (int r = 0; r < GW_AUTH_FAIL_REASONS; r++)
         gw_metrics_counter(w, "herald_auth_failures_total", "Connects refused by reason.",
                            (const char *const[]){"reason", auth_fail_names[r], NULL},
@@ -388,6 +392,8 @@ int gw_stats_render(const gw_stats_snapshot_t *snap, gw_metrics_format_t format,
     gw_metrics_begin(&w, format);
     gw_metrics_gauge(&w, "herald_ready", "1 when the node accepts and serves traffic.", NULL,
                      snap->is_ready ? 1.0 : 0.0);
+    gw_metrics_gauge(&w, "herald_draining", "1 while the node drains its clients (SIGTERM).", NULL,
+                     snap->is_draining ? 1.0 : 0.0);
     gw_metrics_gauge(&w, "herald_uptime_seconds", "Seconds since the node started.", NULL,
                      (double)snap->uptime_ms / 1000.0);
     gw_metrics_gauge(&w, "herald_io_loops", "IO loops.", NULL, (double)snap->n_loops);

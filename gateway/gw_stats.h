@@ -79,6 +79,7 @@ typedef struct gw_stats_s {
     uint64_t unrouted;         /* messages that reached the loop with no local subscriber */
     uint64_t fanout_batches;   /* batches posted to other loops */
     uint64_t fanout_failures;  /* messages lost because a post failed (ENOMEM) */
+    uint64_t drained;          /* sessions told to go by a drain (SIGTERM) */
     uint64_t auth_ok_previous; /* of auth_ok: tokens signed with a previous secret */
     uint64_t recoveries[GW_RECOVERY_RESULTS]; /* Subscribe{recover} answers by result */
     nl_hist_t latency_ns;  /* publish (engine accepted) to queued on this loop's sockets */
@@ -105,6 +106,7 @@ typedef struct gw_stats_snapshot_s {
     nl_hist_t pool_wait_ns;
     gw_http_stats_t http;
     bool is_ready;
+    bool is_draining;
     uint64_t uptime_ms;
     uint64_t max_connections; /* the configured limit, for "near max" alerts */
 } gw_stats_snapshot_t;

@@ -8,7 +8,8 @@
  *   herald token --user U [--channels 'news,chat:*'] [--ttl 1h] [OPTION]...
  *                                      print a token signed with the configured secret
  *
- * Signals: SIGTERM/SIGINT stop the node; SIGHUP reloads the config (gw_reload.h).
+ * Signals: SIGTERM/SIGINT drain the node and stop it (a second one stops it at once); SIGHUP
+ * reloads the config (gw_reload.h).
  *
  * Exit status: 0 after a clean stop (SIGINT/SIGTERM) or a successful subcommand; 1 when the
  * node failed or the config file has errors; 2 for bad flags or settings.

@@ -272,6 +272,12 @@ static int build_exec(const test_herald_opts_t *opts, bool is_node, const char *
         argv[n++] = "--admin";
         argv[n++] = "127.0.0.1:0";
     }
+    /* A test stops herald with SIGTERM and expects it gone at once, as drain = 0 does; the
+     * drain tests ask for their window. */
+    if (is_node && !has_flag(opts->args, "--drain")) {
+        argv[n++] = "--drain";
+        argv[n++] = "0";
+    }
     for (size_t i = 0; opts->args && opts->args[i]; i++) {
         if (n + 1 >= MAX_ARGS)
             return -E2BIG;
@@ -568,6 +574,20 @@ static int reap(test_herald_t *h, int timeout_ms)
     if (WIFEXITED(st))
         return WEXITSTATUS(st);
     return 128 + WTERMSIG(st);
+}
+
+int test_herald_wait(test_herald_t *h, int timeout_ms)
+{
+    if (!h)
+        return 0;
+    int rc = reap(h, timeout_ms ? timeout_ms : TEST_HERALD_STOP_MS);
+    if (rc != 0 && !h->is_quiet) {
+        fprintf(stderr, "herald pid %d wait: %s %d\n", (int)h->pid,
+                rc < 0 ? "timed out, killed" : "exit status", rc);
+        test_herald_dump_log(h, 16384);
+    }
+    herald_free(h, rc != 0);
+    return rc;
 }
 
 int test_herald_stop(test_herald_t *h, int timeout_ms)

@@ -5,8 +5,9 @@
  * PID, read its RSS; a tiny blocking HTTP/1.1 client for the admin API; and a token minter
  * (gw_token_sign, so tokens are exactly what herald verifies).
  *
- * Starting: the child gets `--listen 127.0.0.1:0 --admin 127.0.0.1:0` (unless the caller
- * passes its own), then the caller's flags. Its stderr goes to a pipe drained by a reader
+ * Starting: the child gets `--listen 127.0.0.1:0 --admin 127.0.0.1:0 --drain 0` (each unless
+ * the caller passes its own: a test's SIGTERM should stop herald at once, not drain it), then
+ * the caller's flags. Its stderr goes to a pipe drained by a reader
  * thread, so herald never blocks on logging however long it runs. test_herald_start waits
  * (on a condition variable with a deadline, no sleep) for the line
  * `ev=listening port=<client port> admin_port=<admin port>`. The child inherits the caller's
@@ -104,6 +105,12 @@ int test_herald_run(const char *const *args, int timeout_ms, test_herald_run_t *
  * had to be SIGKILLed. When the result is not 0 the log tail is printed and the file kept.
  * Thread: the starter's. Ownership: h is freed. */
 int test_herald_stop(test_herald_t *h, int timeout_ms);
+
+/* As test_herald_stop without the SIGTERM: waits up to timeout_ms (0: TEST_HERALD_STOP_MS)
+ * for herald to exit by itself (after a signal the test sent), SIGKILLs and reaps past it,
+ * joins the reader and frees h. NULL returns 0.
+ * Returns: as test_herald_stop. Thread: the starter's. Ownership: h is freed. */
+int test_herald_wait(test_herald_t *h, int timeout_ms);
 
 /* Kills h at once (SIGKILL), prints its log tail (a test failed with it running), frees it.
  * For teardown functions. NULL is a no-op. Thread: the starter's. */
