@@ -156,9 +156,9 @@ struct gw_engine_s {
 
 /* Creates the embedded memory engine over node's IO loops: each channel is owned by loop
  * gw_sub_hash(channel) % loop count, which holds its offset, epoch, audience bitmask (up to
- * 64 loops) and history. History rules and cap come from node->cfg.
- * Returns: 0; -EINVAL (more than 64 IO loops); -ENOMEM. Thread: the node's, before the loops
- * carry traffic. Ownership: free with gw_engine_free. */
+ * 64 loops) and history. History rules and cap come from the node's config (later from
+ * reconfigure). Returns: 0; -EINVAL (more than 64 IO loops); -ENOMEM. Thread: the node's, before
+ * the loops carry traffic. Ownership: free with gw_engine_free. */
 int gw_engine_memory_new(gw_engine_t **out, gw_node_t *node);
 
 /* Writes epoch as 16 lower-case hex digits and a NUL into out (17 bytes). Thread: any. */

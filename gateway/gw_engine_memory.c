@@ -723,7 +723,7 @@ int gw_engine_memory_new(gw_engine_t **out, gw_node_t *node)
         if (gw_chantab_init(&me->shards[i].tab) < 0)
             goto fail;
         gw_history_store_init(&me->shards[i].store, 0);
-        mem_shard_configure(me, &me->shards[i], &node->cfg);
+        mem_shard_configure(me, &me->shards[i], &node->snap->cfg);
     }
     *out = &me->base;
     return 0;

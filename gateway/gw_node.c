@@ -482,9 +482,14 @@ int gw_node_config_replace(gw_node_t *node, gw_config_snap_t *snap, gw_node_appl
  * a reload here; see gw_node.h.) */
 void gw_loop_config_changed(gw_loop_t *lp, const gw_config_t *old, const gw_config_t *cfg)
 {
-    NL_UNUSED(old);
     lp->slow_policy = (uint8_t)cfg->slow_consumer;
     lp->high_water_bytes = cfg->output_high_water_bytes;
+    /* This loop's engine shard re-applies the history rules to the channels it holds; at the
+     * loop's start (old NULL) it has them from its creation. */
+    gw_engine_t *engine = lp->node->engine;
+    if (old && (strcmp(old->history_rules, cfg->history_rules) != 0 ||
+                old->history_max_bytes != cfg->history_max_bytes))
+        engine->ops->reconfigure(engine, lp->index, cfg);
 }
 
 /* --- startup ------------------------------------------------------------------------------ */

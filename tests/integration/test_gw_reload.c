@@ -12,6 +12,9 @@
  *     with its old limits and takes new clients.
  *   - a setting that needs a restart (io_threads) is logged as such and keeps its value,
  *     while the reloadable one beside it applies.
+ *   - history rules: a channel a reload gives history starts keeping messages (recoverable);
+ *     one a reload takes it from drops them (and its state: the next epoch differs); a smaller
+ *     max_bytes evicts at once.
  *
  * Each reload is awaited through herald's own log line (ev=reload_done or reload_failed),
  * never by sleeping.
@@ -297,6 +300,61 @@ static void test_gw_reload_restart_needed(void **state)
     unlink(r.path);
 }
 
+static void test_gw_reload_history_rules(void **state)
+{
+    reload_t r;
+    test_herald_t *h = start_with(state, &r,
+                                  "[server]\nio_threads = 2\n[auth]\ninsecure = true\n[limits]\n"
+                                  "publish_rate = 0\n[history]\nrules = keep:*=100\n");
+    test_client_t pub;
+    test_client_t c;
+    GW_OK(test_client_auth(&pub, h->port, "pub", GW_WAIT_MS), &pub);
+    GW_OK(test_client_auth(&c, h->port, "c", GW_WAIT_MS), &c);
+    char payload[1024];
+    memset(payload, 'h', sizeof(payload));
+    uint64_t last = 0;
+    char epoch_keep[17];
+    char epoch_new[17];
+    for (int i = 0; i < 20; i++)
+        GW_OK(test_client_publish_ex(&pub, "keep:x", payload, sizeof(payload), &last, epoch_keep,
+                                     GW_WAIT_MS),
+              &pub);
+    /* new:x keeps nothing yet: its publishes leave nothing behind. */
+    GW_OK(test_client_publish_ex(&pub, "new:x", "a", 1, &last, epoch_new, GW_WAIT_MS), &pub);
+    assert_int_equal(gw_metric(h, "herald_history_messages", NULL), 20);
+
+    reload(h, &r,
+           "[server]\nio_threads = 2\n[auth]\ninsecure = true\n[limits]\npublish_rate = 0\n"
+           "[history]\nrules = new:*=100\nmax_bytes = 64KiB\n",
+           true);
+    expect_log(h, &r, "ev=config_changed key=history.rules");
+    /* keep:x lost its history, and with nobody subscribed, its state. */
+    assert_int_equal(gw_metric(h, "herald_history_messages", NULL), 0);
+    test_sub_ok_t ok;
+    GW_OK(test_client_subscribe_from(&c, "keep:x", epoch_keep, 10, &ok, GW_WAIT_MS), &c);
+    assert_false(ok.is_recovered);
+    assert_false(ok.is_recoverable);
+    assert_string_not_equal(ok.epoch, epoch_keep);
+    /* new:x keeps from now on, within the new cap (64 KiB over 2 loops). */
+    uint64_t first = 0;
+    for (int i = 0; i < 40; i++)
+        GW_OK(test_client_publish_ex(&pub, "new:x", payload, sizeof(payload), &last, epoch_new,
+                                     GW_WAIT_MS),
+              &pub);
+    first = last - 5;
+    assert_true(gw_metric(h, "herald_history_bytes", NULL) <= 64 * 1024);
+    assert_true(gw_metric(h, "herald_history_evicted_total", "reason=\"memory\"") > 0);
+    GW_OK(test_client_subscribe_from(&c, "new:x", epoch_new, first, &ok, GW_WAIT_MS), &c);
+    assert_true(ok.is_recovered);
+    assert_true(ok.is_recoverable);
+    for (uint64_t o = first + 1; o <= last; o++)
+        GW_OK(test_client_expect_push(&c, "new:x", o, NULL, GW_WAIT_MS), &c);
+    test_client_close(&c);
+    test_client_close(&pub);
+    gw_stop(state);
+    unlink(r.path);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -304,6 +362,7 @@ int main(void)
         cmocka_unit_test_teardown(test_gw_reload_token_rotation, gw_teardown),
         cmocka_unit_test_teardown(test_gw_reload_bad_file_keeps_config, gw_teardown),
         cmocka_unit_test_teardown(test_gw_reload_restart_needed, gw_teardown),
+        cmocka_unit_test_teardown(test_gw_reload_history_rules, gw_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
