@@ -17,7 +17,8 @@ if(TARGET gateway_core)
     herald_unit(test_gw_history_rules LIBS gateway_core LABELS unit)
     herald_unit(test_gw_history LIBS gateway_core LABELS unit)
     # The Redis link against real redis-server processes (tests/redis_harness.c).
-    foreach(t test_gw_redis_link test_gw_redis_sub)
+    herald_unit(test_gw_hashring LIBS gateway_core LABELS unit)
+    foreach(t test_gw_redis_link test_gw_redis_sub test_gw_redis_schema)
         herald_test(${t} SOURCES integration/${t}.c redis_harness.c LIBS gateway_core
                     LABELS integration TIMEOUT 120)
         target_include_directories(${t} PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})

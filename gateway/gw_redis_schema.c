@@ -1,0 +1,140 @@
+/*
+ * gw_redis_schema: key names, the envelope and the function library. See gw_redis_schema.h.
+ *
+ * The functions run inside Redis, so a publish's offset, its place in the stream and its
+ * PUBLISH happen in one atomic step on the channel's server: two nodes publishing at once get
+ * consecutive offsets and every subscriber sees the messages in offset order (one server, one
+ * connection per subscriber). TIME is allowed in Redis 7 functions (effects are replicated).
+ */
+#include "gw_redis_schema.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#define STR_(x) #x
+#define STR(x) STR_(x)
+
+const char gw_redis_functions[] =
+    "#!lua name=herald\n"
+    "local function epoch_of(meta, candidate)\n"
+    "  local e = redis.call('HGET', meta, 'e')\n"
+    "  if e then return e end\n"
+    "  if candidate and #candidate == 16 then e = candidate else\n"
+    "    local t = redis.call('TIME')\n"
+    "    e = string.format('%08x%08x', tonumber(t[1]) % 4294967296,\n"
+    "                      (tonumber(t[2]) * 4099) % 4294967296)\n"
+    "  end\n"
+    "  redis.call('HSET', meta, 'e', e)\n"
+    "  return e\n"
+    "end\n"
+    "redis.register_function('herald_publish', function(keys, args)\n"
+    "  local meta, hist = keys[1], keys[2]\n"
+    "  local chan, payload = args[1], args[2]\n"
+    "  local keep = tonumber(args[3] or '0') or 0\n"
+    "  local age_ms = tonumber(args[4] or '0') or 0\n"
+    "  local e = epoch_of(meta, args[5])\n"
+    "  local off = redis.call('HINCRBY', meta, 'o', 1)\n"
+    "  local t = redis.call('TIME')\n"
+    "  local ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
+    "  if keep > 0 then\n"
+    "    redis.call('XADD', hist, 'MAXLEN', '~', keep, off .. '-0', 'p', payload, 't', ms)\n"
+    "    if age_ms > 0 then redis.call('PEXPIRE', hist, age_ms)\n"
+    "    else redis.call('PEXPIRE', hist, " STR(
+        GW_REDIS_META_TTL_MS) ") end\n"
+                              "  end\n"
+                              "  redis.call('PEXPIRE', meta, " STR(
+                                  GW_REDIS_META_TTL_MS) ")\n"
+                                                        "  redis.call('PUBLISH', '" GW_REDIS_PREFIX
+                                                        "' .. chan,\n"
+                                                        "             '\\0H1 ' .. off .. ' ' .. e "
+                                                        ".. ' ' .. ms .. '\\n' .. payload)\n"
+                                                        "  return {off, e, ms}\n"
+                                                        "end)\n"
+                                                        "redis.register_function('herald_join', "
+                                                        "function(keys, args)\n"
+                                                        "  local meta = keys[1]\n"
+                                                        "  local e = epoch_of(meta, args[1])\n"
+                                                        "  redis.call('PEXPIRE', meta, " STR(
+                                                            GW_REDIS_META_TTL_MS) ")\n"
+                                                                                  "  return "
+                                                                                  "{tonumber(redis."
+                                                                                  "call('HGET', "
+                                                                                  "meta, 'o') or "
+                                                                                  "'0'), e}\n"
+                                                                                  "end)\n";
+
+/* Reads a decimal number ending at stop; advances *p past stop. */
+static bool read_uint(const char **p, const char *end, char stop, uint64_t *out)
+{
+    uint64_t v = 0;
+    const char *s = *p;
+    if (s == end || *s < '0' || *s > '9')
+        return false;
+    for (; s < end && *s >= '0' && *s <= '9'; s++) {
+        if (v > (UINT64_MAX - 9) / 10)
+            return false;
+        v = v * 10 + (uint64_t)(*s - '0');
+    }
+    if (s == end || *s != stop)
+        return false;
+    *p = s + 1;
+    *out = v;
+    return true;
+}
+
+static bool read_epoch(const char **p, const char *end, uint64_t *out)
+{
+    const char *s = *p;
+    uint64_t v = 0;
+    if (end - s < 17 || s[16] != ' ')
+        return false;
+    for (int i = 0; i < 16; i++) {
+        char c = s[i];
+        int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+        if (d < 0)
+            return false;
+        v = v << 4 | (uint64_t)d;
+    }
+    *p = s + 17;
+    *out = v;
+    return true;
+}
+
+void gw_redis_msg_parse(const char *data, size_t len, gw_redis_msg_t *out)
+{
+    memset(out, 0, sizeof(*out));
+    out->payload = data;
+    out->len = len;
+    static const char magic[] = {'\0', 'H', '1', ' '};
+    if (len < sizeof(magic) || memcmp(data, magic, sizeof(magic)) != 0)
+        return;
+    const char *p = data + sizeof(magic);
+    const char *end = data + len;
+    gw_redis_msg_t m = {.is_sequenced = true};
+    if (!read_uint(&p, end, ' ', &m.offset) || m.offset == 0 || !read_epoch(&p, end, &m.epoch) ||
+        !read_uint(&p, end, '\n', &m.time_ms))
+        return;
+    m.payload = p;
+    m.len = (size_t)(end - p);
+    *out = m;
+}
+
+int gw_redis_key(char *out, size_t cap, const char *prefix, const char *name, size_t len)
+{
+    size_t plen = strlen(prefix);
+    if (plen + len + 1 > cap)
+        return -1;
+    memcpy(out, prefix, plen);
+    memcpy(out + plen, name, len);
+    out[plen + len] = '\0';
+    return (int)(plen + len);
+}
+
+const char *gw_redis_channel_of(const char *pubsub, size_t len, size_t *chan_len)
+{
+    size_t plen = sizeof(GW_REDIS_PREFIX) - 1;
+    if (len <= plen || memcmp(pubsub, GW_REDIS_PREFIX, plen) != 0)
+        return NULL;
+    *chan_len = len - plen;
+    return pubsub + plen;
+}
