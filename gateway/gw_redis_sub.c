@@ -35,6 +35,7 @@ struct gw_redis_sub_s {
     gw_chantab_t chans;
     gw_redis_message_cb on_message;
     gw_redis_sub_state_cb on_state;
+    gw_redis_subscribed_cb on_subscribed;
     void *arg;
     gw_redis_sub_stats_t stats;
 };
@@ -116,6 +117,9 @@ static void sub_on_reply(redisAsyncContext *ac, void *r, void *privdata)
         s->on_message(s, chan->str, chan->len, data->str, data->len, s->arg);
     } else if (kind->len == 9 && memcmp(kind->str, "subscribe", 9) == 0) {
         s->stats.subscribes++;
+        sub_chan_t *c = sub_find(s, chan->str, chan->len);
+        if (c && c->is_wanted && s->on_subscribed)
+            s->on_subscribed(s, chan->str, chan->len, s->arg);
     } else if (kind->len == 11 && memcmp(kind->str, "unsubscribe", 11) == 0) {
         sub_on_unsubscribed(s, chan->str, chan->len);
     }
@@ -185,6 +189,7 @@ int gw_redis_sub_new(gw_redis_sub_t **out, nl_loop_t *loop, const gw_redis_sub_o
         return -ENOMEM;
     s->on_message = opts->on_message;
     s->on_state = opts->on_state;
+    s->on_subscribed = opts->on_subscribed;
     s->arg = opts->arg;
     int err = gw_chantab_init(&s->chans);
     if (err < 0) {

@@ -32,6 +32,10 @@ typedef void (*gw_redis_message_cb)(gw_redis_sub_t *s, const char *chan, size_t 
 /* Every wanted channel's SUBSCRIBE was sent after a (re)connect (up), or the connection went
  * down (err < 0). */
 typedef void (*gw_redis_sub_state_cb)(gw_redis_sub_t *s, int err, void *arg);
+/* Redis confirmed the SUBSCRIBE of chan: every message published from now on reaches
+ * on_message (after each reconnect too). */
+typedef void (*gw_redis_subscribed_cb)(gw_redis_sub_t *s, const char *chan, size_t chan_len,
+                                       void *arg);
 
 typedef struct gw_redis_sub_opts_s {
     const char *host;
@@ -40,7 +44,8 @@ typedef struct gw_redis_sub_opts_s {
     uint32_t backoff_min_ms;
     uint32_t backoff_max_ms;
     gw_redis_message_cb on_message;
-    gw_redis_sub_state_cb on_state; /* may be NULL */
+    gw_redis_sub_state_cb on_state;       /* may be NULL */
+    gw_redis_subscribed_cb on_subscribed; /* may be NULL */
     void *arg;
 } gw_redis_sub_opts_t;
 

@@ -34,6 +34,8 @@ typedef struct fx_s {
     int sub_ups;
     int sub_downs;
     int n_messages;
+    int n_subscribed;
+    char last_subscribed[64];
     char last_chan[64];
     char last_data[64];
     size_t last_len;
@@ -83,6 +85,14 @@ static void on_state(gw_redis_sub_t *s, int err, void *arg)
         fx->sub_ups++;
     else
         fx->sub_downs++;
+}
+
+static void on_subscribed(gw_redis_sub_t *s, const char *chan, size_t len, void *arg)
+{
+    (void)s;
+    fx_t *fx = arg;
+    fx->n_subscribed++;
+    snprintf(fx->last_subscribed, sizeof(fx->last_subscribed), "%.*s", (int)len, chan);
 }
 
 static void on_published(gw_redis_link_t *l, redisReply *reply, void *arg)
@@ -149,6 +159,7 @@ static int setup(void **state)
                               .backoff_max_ms = 100,
                               .on_message = on_message,
                               .on_state = on_state,
+                              .on_subscribed = on_subscribed,
                               .arg = fx};
     assert_int_equal(gw_redis_sub_new(&fx->sub, fx->loop, &so), 0);
     run_until(fx, &fx->pub_ups, 1, "the publisher's connect");
@@ -175,7 +186,10 @@ static void test_gw_redis_sub_add_remove(void **state)
     fx_t *fx = *state;
     assert_int_equal(gw_redis_sub_add(fx->sub, "herald:a", 8), 0);
     assert_int_equal(gw_redis_sub_add(fx->sub, "herald:a", 8), 0); /* idempotent */
-    await_receivers(fx, "herald:a", 1);
+    run_until(fx, &fx->n_subscribed, 1, "the confirmation");
+    assert_string_equal(fx->last_subscribed, "herald:a");
+    /* Confirmed means subscribed: a PUBLISH right now reaches it. */
+    assert_int_equal(publish(fx, "herald:a", "now", 3), 1);
     static const char bin[] = {'x', '\0', 'y', '\n'};
     assert_int_equal(publish(fx, "herald:a", bin, sizeof(bin)), 1);
     await_message(fx, "herald:a", bin, sizeof(bin));
@@ -224,7 +238,9 @@ static void test_gw_redis_sub_resubscribes(void **state)
     assert_int_equal(test_redis_restart(&fx->redis), 0);
     run_until(fx, &fx->pub_ups, 2, "the publisher's reconnect");
     run_until(fx, &fx->sub_ups, 2, "the subscriber's reconnect");
-    await_receivers(fx, "herald:c", 1);
+    run_until(fx, &fx->n_subscribed, 3, "the confirmation after the reconnect");
+    assert_string_equal(fx->last_subscribed, "herald:c");
+    assert_int_equal(publish(fx, "herald:c", "now", 3), 1);
     assert_int_equal(publish(fx, "herald:d", "x", 1), 0);
     assert_int_equal(publish(fx, "herald:c", "again", 5), 1);
     await_message(fx, "herald:c", "again", 5);
