@@ -52,6 +52,8 @@
 #define GW_CONFIG_PATH_MAX 4096          /* the config file path */
 #define GW_CONFIG_SECRET_LIST_MAX 1024   /* previous token secrets, comma-separated, with the NUL */
 #define GW_CONFIG_PREVIOUS_SECRETS_MAX 4 /* secrets in that list */
+#define GW_CONFIG_REDIS_LIST_MAX 1024    /* [engine] redis, with the NUL */
+#define GW_CONFIG_REDIS_SERVERS_MAX 16   /* servers in that list */
 
 typedef enum gw_slow_policy_e {
     GW_SLOW_DROP = 0,       /* drop messages for the slow subscriber and count them */
@@ -119,9 +121,10 @@ typedef struct gw_config_s {
     uint64_t history_max_bytes; /* default 128 MiB: all histories of the node together */
 
     /* [engine] */
-    gw_engine_kind_t engine;             /* default GW_ENGINE_MEMORY */
-    char redis_host[GW_CONFIG_HOST_MAX]; /* default "127.0.0.1" */
-    uint16_t redis_port;                 /* default 6379 */
+    gw_engine_kind_t engine;              /* default GW_ENGINE_MEMORY */
+    char redis[GW_CONFIG_REDIS_LIST_MAX]; /* default "127.0.0.1:6379"; host:port, ... */
+    uint64_t redis_timeout_ms;            /* default 2 s: connect and command timeout */
+    uint32_t redis_max_pending;           /* default 10000 commands in flight per server */
 
     /* [log] */
     int log_level; /* an nl_log_level_t; default NL_INFO */
@@ -243,6 +246,17 @@ typedef struct gw_config_item_s {
  * around it dropped; "" (or only blanks) is an empty list. The items point into text.
  * Returns: the number of items; -EINVAL (an empty item: "a,,b", "a,"); -E2BIG (over cap). */
 int gw_config_split_list(const char *text, gw_config_item_t *out, size_t cap);
+
+/* A host and port out of a list. */
+typedef struct gw_config_server_s {
+    char host[GW_CONFIG_HOST_MAX];
+    uint16_t port;
+} gw_config_server_t;
+
+/* Parses a list of "host:port" ("[v6]:port") items, at most cap of them, into out.
+ * Returns: the number parsed (0 for an empty list); -EINVAL (a bad item, or a server listed
+ * twice); -E2BIG (over cap). */
+int gw_config_parse_servers(const char *text, gw_config_server_t *out, size_t cap);
 
 /* Formats milliseconds with the largest unit that divides them exactly ("25s", "1500ms",
  * "0ms") and bytes likewise ("64KiB", "1MiB", "1000"), so the text parses back to the value.

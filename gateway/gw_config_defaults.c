@@ -44,8 +44,9 @@ void gw_config_init(gw_config_t *cfg)
     cfg->slow_consumer_linger_ms = 5000;
     cfg->history_max_bytes = 128 * MIB;
     cfg->engine = GW_ENGINE_MEMORY;
-    strcpy(cfg->redis_host, "127.0.0.1");
-    cfg->redis_port = 6379;
+    strcpy(cfg->redis, "127.0.0.1:6379");
+    cfg->redis_timeout_ms = 2000;
+    cfg->redis_max_pending = 10000;
     cfg->log_level = NL_INFO;
 }
 
@@ -120,6 +121,14 @@ int gw_config_validate(const gw_config_t *cfg, FILE *err)
     char why[160];
     if (gw_history_rules_parse(cfg->history_rules, &rules, why, sizeof(why)) < 0)
         n += problem(err, true, "[history] rules: %s", why);
+    gw_config_server_t servers[GW_CONFIG_REDIS_SERVERS_MAX];
+    int n_servers = gw_config_parse_servers(cfg->redis, servers, GW_CONFIG_REDIS_SERVERS_MAX);
+    if (n_servers < 0)
+        n += problem(err, true,
+                     "[engine] redis: a list of 1..%d host:port items, each listed once (%s)",
+                     GW_CONFIG_REDIS_SERVERS_MAX, n_servers == -E2BIG ? "too many" : "bad item");
+    else if (n_servers == 0 && cfg->engine == GW_ENGINE_REDIS)
+        n += problem(err, true, "engine redis needs [engine] redis servers");
     /* The Redis engine is a later issue; running the memory engine under its name would look
      * like a working cluster that shares nothing. */
     if (cfg->engine == GW_ENGINE_REDIS)

@@ -155,6 +155,30 @@ int gw_config_split_list(const char *text, gw_config_item_t *out, size_t cap)
     }
 }
 
+int gw_config_parse_servers(const char *text, gw_config_server_t *out, size_t cap)
+{
+    gw_config_item_t items[GW_CONFIG_REDIS_SERVERS_MAX];
+    int n = gw_config_split_list(
+        text, items, cap < GW_CONFIG_REDIS_SERVERS_MAX ? cap : GW_CONFIG_REDIS_SERVERS_MAX);
+    if (n < 0)
+        return n;
+    for (int i = 0; i < n; i++) {
+        char item[GW_CONFIG_HOST_MAX + 16];
+        if (items[i].len >= sizeof(item))
+            return -EINVAL;
+        memcpy(item, items[i].text, items[i].len);
+        item[items[i].len] = '\0';
+        if (gw_config_parse_hostport(item, out[i].host, sizeof(out[i].host), &out[i].port) < 0 ||
+            out[i].port == 0)
+            return -EINVAL;
+        /* The ring would place one server twice, and nodes listing it once would disagree. */
+        for (int j = 0; j < i; j++)
+            if (out[j].port == out[i].port && strcmp(out[j].host, out[i].host) == 0)
+                return -EINVAL;
+    }
+    return n;
+}
+
 void gw_config_format_duration(uint64_t ms, char *out, size_t cap)
 {
     static const char *const unit[] = {"d", "h", "m", "s"};

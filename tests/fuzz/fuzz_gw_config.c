@@ -31,7 +31,7 @@
 #include "gw_config.h"
 #include "netlib/nl_common.h"
 
-#define TEXT_MAX 4096
+#define TEXT_MAX 8192
 #define ENV_MAX 64
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -107,7 +107,8 @@ static void normalize(gw_config_t *c)
     clear_tail(c->admin_api_key, sizeof(c->admin_api_key));
     clear_tail(c->token_secret, sizeof(c->token_secret));
     clear_tail(c->token_previous_secrets, sizeof(c->token_previous_secrets));
-    clear_tail(c->redis_host, sizeof(c->redis_host));
+    clear_tail(c->redis, sizeof(c->redis));
+    clear_tail(c->history_rules, sizeof(c->history_rules));
     memset(c->config_path, 0, sizeof(c->config_path));
 }
 

@@ -93,7 +93,7 @@ def config():
         # fuzz_gw_config's first finding: a node id the config file cannot hold.
         "repro_env_newline": b"\x02" + b"HERALD_NODE_ID=\n",
     }
-    if len(example) < 4095:
+    if len(example) < 8191:
         seeds["file_example"] = b"\x01" + example
     return seeds
 

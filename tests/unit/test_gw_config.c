@@ -76,7 +76,8 @@ static void test_gw_config_defaults(void **state)
     assert_int_equal(c.output_high_water_bytes, 1024 * 1024);
     assert_int_equal(c.slow_consumer, GW_SLOW_DROP);
     assert_int_equal(c.engine, GW_ENGINE_MEMORY);
-    assert_int_equal(c.redis_port, 6379);
+    assert_string_equal(c.redis, "127.0.0.1:6379");
+    assert_int_equal(c.redis_timeout_ms, 2000);
     assert_int_equal(c.log_level, NL_INFO);
     assert_false(c.is_reuseport);
     /* Defaults alone are valid: herald runs with no arguments (refusing every Connect until a
@@ -208,7 +209,7 @@ static void test_gw_config_file_values(void **state)
                           "# hash comments too\n"
                           "[engine]\n"
                           "type = redis\n"
-                          "redis_port = 6380\n"
+                          "redis = 10.0.0.1:6380, [::1]:6381\n"
                           "[log]\n"
                           "level = debug\n");
     gw_config_t c;
@@ -233,7 +234,19 @@ static void test_gw_config_file_values(void **state)
     assert_int_equal(c.output_high_water_bytes, 4194304);
     assert_int_equal(c.slow_consumer, GW_SLOW_DISCONNECT);
     assert_int_equal(c.engine, GW_ENGINE_REDIS);
-    assert_int_equal(c.redis_port, 6380);
+    assert_string_equal(c.redis, "10.0.0.1:6380, [::1]:6381");
+    gw_config_server_t servers[4];
+    assert_int_equal(gw_config_parse_servers(c.redis, servers, 4), 2);
+    assert_string_equal(servers[0].host, "10.0.0.1");
+    assert_int_equal(servers[0].port, 6380);
+    assert_string_equal(servers[1].host, "::1");
+    assert_int_equal(servers[1].port, 6381);
+    assert_int_equal(gw_config_parse_servers("a:1,a:1", servers, 4), -EINVAL);
+    assert_int_equal(gw_config_parse_servers("a:1,", servers, 4), -EINVAL);
+    assert_int_equal(gw_config_parse_servers("a", servers, 4), -EINVAL);
+    assert_int_equal(gw_config_parse_servers("a:0", servers, 4), -EINVAL);
+    assert_int_equal(gw_config_parse_servers("a:1,b:1,c:1", servers, 2), -E2BIG);
+    assert_int_equal(gw_config_parse_servers("", servers, 4), 0);
     assert_int_equal(c.log_level, NL_DEBUG);
     assert_string_equal(c.config_path, path);
     /* The Redis engine parses but is refused until it exists. */
@@ -762,8 +775,9 @@ static void test_gw_config_print_round_trip(void **state)
     a.output_high_water_bytes = 1u << 30;
     a.slow_consumer = GW_SLOW_DISCONNECT;
     a.engine = GW_ENGINE_REDIS;
-    strcpy(a.redis_host, "redis.local");
-    a.redis_port = 1234;
+    strcpy(a.redis, "redis.local:1234,10.0.0.2:6379");
+    a.redis_timeout_ms = 750;
+    a.redis_max_pending = 77;
     a.log_level = NL_ERROR;
 
     char path[64];
@@ -821,8 +835,8 @@ static void test_gw_config_refuses_values_a_file_cannot_hold(void **state)
         "HERALD_TOKEN_SECRET= 0123456789abcdef",
         "HERALD_TOKEN_SECRET=0123456789abcdef ",
         "HERALD_TOKEN_SECRET=0123456789abcdef ;x",
-        "HERALD_REDIS_HOST=;redis",
-        "HERALD_REDIS_HOST=red\x7fis",
+        "HERALD_REDIS=;redis",
+        "HERALD_REDIS=red\x7fis:1",
         "HERALD_LISTEN= 10.0.0.1:1",
         "HERALD_ADMIN=[x\ny]:1",
     };
