@@ -28,6 +28,10 @@
 static void admin_published(const gw_engine_reply_t *r, const gw_engine_result_t *res)
 {
     gw_http_req_t *req = r->ptr;
+    if (res->status == -EBUSY) {
+        gw_http_respond_error(req, 503, "busy: too many commands toward Redis, retry");
+        return;
+    }
     if (res->status < 0) {
         gw_http_respond_error(req, 500, nl_strerror(res->status));
         return;
@@ -125,12 +129,17 @@ static void admin_healthz(gw_http_req_t *req, void *arg)
 static void admin_readyz(gw_http_req_t *req, void *arg)
 {
     gw_node_t *node = arg;
-    bool is_ready = atomic_load_explicit(&node->is_ready, memory_order_relaxed) && node->engine &&
-                    node->engine->ops->is_ready(node->engine);
+    bool is_up = atomic_load_explicit(&node->is_ready, memory_order_relaxed);
+    bool is_engine_ready = node->engine && node->engine->ops->is_ready(node->engine);
     static const char ready[] = "{\"status\":\"ready\"}";
     static const char not_ready[] = "{\"status\":\"not_ready\"}";
-    if (is_ready)
+    /* Serving its own clients, but not reaching Redis: other nodes' messages do not arrive,
+     * so new clients are better sent elsewhere. */
+    static const char degraded[] = "{\"status\":\"degraded\",\"engine\":\"not_ready\"}";
+    if (is_up && is_engine_ready)
         gw_http_respond(req, 200, NULL, ready, sizeof(ready) - 1);
+    else if (is_up)
+        gw_http_respond(req, 503, NULL, degraded, sizeof(degraded) - 1);
     else
         gw_http_respond(req, 503, NULL, not_ready, sizeof(not_ready) - 1);
 }

@@ -129,10 +129,6 @@ int gw_config_validate(const gw_config_t *cfg, FILE *err)
                      GW_CONFIG_REDIS_SERVERS_MAX, n_servers == -E2BIG ? "too many" : "bad item");
     else if (n_servers == 0 && cfg->engine == GW_ENGINE_REDIS)
         n += problem(err, true, "engine redis needs [engine] redis servers");
-    /* The Redis engine is a later issue; running the memory engine under its name would look
-     * like a working cluster that shares nothing. */
-    if (cfg->engine == GW_ENGINE_REDIS)
-        n += problem(err, true, "engine redis is not available in this build yet; use memory");
     if (cfg->is_admin_enabled && cfg->admin_api_key[0] == '\0')
         problem(err, false, "no admin api_key: the admin port answers /healthz only");
     if (cfg->is_insecure)

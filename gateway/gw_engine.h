@@ -97,6 +97,27 @@ typedef struct gw_engine_history_s {
     gw_msg_t *const *msgs; /* oldest first: offsets since + 1 .. latest */
 } gw_engine_history_t;
 
+/* The Redis engine's own figures (zero for the memory engine). */
+#define GW_ENGINE_REDIS_SERVERS_MAX 16
+typedef struct gw_engine_redis_stats_s {
+    uint32_t n_servers;
+    struct {
+        const char *name; /* "host:port", alive as long as the engine */
+        bool is_up;       /* connected, functions loaded */
+        uint64_t pending; /* commands in flight */
+        uint64_t reconnects;
+    } servers[GW_ENGINE_REDIS_SERVERS_MAX];
+    uint64_t delivered;       /* messages from Redis handed to the loops */
+    uint64_t lost;            /* offsets that never arrived */
+    uint64_t duplicates;      /* offsets that arrived twice */
+    uint64_t unsequenced;     /* plain PUBLISHes delivered (offset 0) */
+    uint64_t local_only;      /* publishes delivered here only, Redis down */
+    uint64_t busy;            /* publishes refused, too many commands in flight */
+    uint64_t join_timeouts;   /* subscriptions refused for want of Redis */
+    uint64_t epoch_changes;   /* channel epochs that changed under subscribers */
+    uint64_t history_fetches; /* recoveries read from Redis streams */
+} gw_engine_redis_stats_t;
+
 /* Engine counters, summed over its threads at scrape time. */
 typedef struct gw_engine_stats_s {
     uint64_t channels;          /* channels with state (subscribed somewhere, or history) */
@@ -106,6 +127,7 @@ typedef struct gw_engine_stats_s {
     uint64_t history_bytes;     /* their memory, estimated (gw_history.h) */
     uint64_t history_max_bytes; /* the cap on history_bytes */
     uint64_t history_evicted[GW_HISTORY_EVICT_REASONS];
+    gw_engine_redis_stats_t redis;
 } gw_engine_stats_t;
 
 typedef struct gw_engine_ops_s {
@@ -145,6 +167,9 @@ typedef struct gw_engine_ops_s {
     void (*loop_stats)(gw_engine_t *e, uint32_t loop_index, gw_engine_stats_t *out);
     /* Readiness (the memory engine is always ready; Redis is not while disconnected). */
     bool (*is_ready)(const gw_engine_t *e);
+    /* The node is about to stop the IO loops: the engine must post nothing to them from now
+     * on. May be NULL (nothing to do). Thread: the node's. */
+    void (*detach)(gw_engine_t *e);
     /* Frees the engine. Thread: the node's, after every IO loop stopped. */
     void (*free)(gw_engine_t *e);
 } gw_engine_ops_t;
@@ -160,6 +185,13 @@ struct gw_engine_s {
  * reconfigure). Returns: 0; -EINVAL (more than 64 IO loops); -ENOMEM. Thread: the node's, before
  * the loops carry traffic. Ownership: free with gw_engine_free. */
 int gw_engine_memory_new(gw_engine_t **out, gw_node_t *node);
+
+/* Creates the Redis engine (gw_engine_redis.c) over node's IO loops and the servers of the
+ * node's [engine] redis; it starts its own thread and connects at once (a Redis that is not
+ * there yet is retried with backoff; meanwhile the engine is not ready).
+ * Returns: 0; -EINVAL (no servers, bad list); -ENOMEM; a thread start error. Thread: the
+ * node's, before the IO loops start. Ownership: free with gw_engine_free. */
+int gw_engine_redis_new(gw_engine_t **out, gw_node_t *node);
 
 /* Writes epoch as 16 lower-case hex digits and a NUL into out (17 bytes). Thread: any. */
 void gw_engine_epoch_str(uint64_t epoch, char out[17]);

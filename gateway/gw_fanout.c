@@ -230,7 +230,10 @@ void gw_fanout_deliver(gw_loop_t *lp, gw_msg_t *m)
         lp->stats.unrouted++;
         return;
     }
-    gw_sub_entry_advance(e, m->offset, m->epoch);
+    /* A message outside the channel's sequence (offset 0: a plain Redis PUBLISH, or one
+     * delivered locally while Redis was away) does not move where subscribers stand. */
+    if (m->offset != 0)
+        gw_sub_entry_advance(e, m->offset, m->epoch);
     uint32_t n;
     gw_sub_set_t *const *members = gw_sub_entry_members(e, &n);
     uint64_t queued = gw_session_deliver(lp, e, members, n, m->block);

@@ -195,6 +195,10 @@ static void node_broadcast(gw_node_t *node, nl_loop_post_cb fn)
 
 static void node_finish(gw_node_t *node)
 {
+    /* The engine's own thread (Redis) posts to the loops: it stops before they do, and what it
+     * posted before is already queued ahead of their stop. */
+    if (node->engine && node->engine->ops->detach)
+        node->engine->ops->detach(node->engine);
     for (uint32_t i = 0; i < node->n_loops; i++) {
         int err = nl_loop_thread_stop(node->threads[i]);
         node->threads[i] = NULL;
@@ -701,7 +705,8 @@ static int node_start(gw_node_t *node)
                                            .queue_capacity = cfg->worker_queue_capacity,
                                        });
     if (err == 0)
-        err = gw_engine_memory_new(&node->engine, node);
+        err = cfg->engine == GW_ENGINE_REDIS ? gw_engine_redis_new(&node->engine, node)
+                                             : gw_engine_memory_new(&node->engine, node);
     if (err == 0)
         err = node_start_loops(node);
     /* Admin before the listener: a failing admin bind then leaves no client session behind. */

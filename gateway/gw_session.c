@@ -316,7 +316,11 @@ static void session_on_published(const gw_engine_reply_t *r, const gw_engine_res
     if (!s || s->state != GW_SESSION_AUTHENTICATED)
         return; /* gone or closing meanwhile */
     if (res->status < 0) {
-        gw_session_error(lp, s, r->u64[1], GW_PERR_INTERNAL, 0);
+        /* BUSY: the engine's queue toward Redis is full; retry shortly. */
+        if (res->status == -EBUSY)
+            gw_session_error(lp, s, r->u64[1], GW_PERR_BUSY, 1000);
+        else
+            gw_session_error(lp, s, r->u64[1], GW_PERR_INTERNAL, 0);
         return;
     }
     char epoch[17];
@@ -348,7 +352,8 @@ static void session_publish(gw_loop_t *lp, gw_session_t *s, const Herald__Frame 
     int err = gw_engine_publish(lp->node->engine, name, len, p ? p->payload.data : NULL,
                                 p ? p->payload.len : 0, &reply);
     if (err < 0)
-        gw_session_error(lp, s, f->id, err == -ESHUTDOWN ? GW_PERR_BUSY : GW_PERR_INTERNAL, 0);
+        gw_session_error(lp, s, f->id, err == -ESHUTDOWN ? GW_PERR_BUSY : GW_PERR_INTERNAL,
+                         err == -ESHUTDOWN ? 1000 : 0);
 }
 
 static void session_ping(gw_loop_t *lp, gw_session_t *s, const Herald__Frame *f)
@@ -725,7 +730,10 @@ static void session_on_joined(gw_sub_set_t *set, uint64_t req_id, int status,
 {
     gw_loop_t *lp = arg;
     gw_session_t *s = gw_session_of_set(set);
-    if (status < 0)
+    /* -EAGAIN: the engine could not reach its Redis in time; the client may retry. */
+    if (status == -EAGAIN || status == -ESHUTDOWN)
+        gw_session_error(lp, s, req_id, GW_PERR_BUSY, 1000);
+    else if (status < 0)
         gw_session_error(lp, s, req_id, GW_PERR_INTERNAL, 0);
     else
         session_subscribed(lp, s, req_id, e);
@@ -735,8 +743,7 @@ static void session_on_recover_failed(gw_sub_set_t *set, const char *name, size_
                                       uint32_t hash, int status, void *arg)
 {
     NL_UNUSED(hash);
-    NL_UNUSED(status);
-    gw_session_recover_failed(arg, gw_session_of_set(set), name, len);
+    gw_session_recover_failed(arg, gw_session_of_set(set), name, len, status);
 }
 
 const gw_sub_index_cbs_t gw_session_sub_cbs = {

@@ -124,9 +124,10 @@ void gw_session_subscribe_recover(gw_loop_t *lp, gw_session_t *s, const Herald__
  * Subscribe is answered CANCELLED and the engine's answer will be dropped. */
 void gw_session_recover_withdrawn(gw_loop_t *lp, gw_session_t *s, const char *chan, size_t len);
 
-/* The channel's join failed while s was recovering in it (already out of it): its Subscribe is
- * answered INTERNAL. */
-void gw_session_recover_failed(gw_loop_t *lp, gw_session_t *s, const char *chan, size_t len);
+/* The channel's join failed with status while s was recovering in it (already out of it): its
+ * Subscribe is answered BUSY (the engine could not reach its store: retry) or INTERNAL. */
+void gw_session_recover_failed(gw_loop_t *lp, gw_session_t *s, const char *chan, size_t len,
+                               int status);
 
 /* Whether s's token allows channel name[0..len). */
 bool gw_session_allows(const gw_session_t *s, const char *name, size_t len);

@@ -119,7 +119,7 @@ static void recover_abort(gw_loop_t *lp, gw_session_t *s, const char *chan, size
         return;
     uint64_t req_id = r->req_id;
     rec_free(lp, r);
-    gw_session_error(lp, s, req_id, err, 0);
+    gw_session_error(lp, s, req_id, err, err == GW_PERR_BUSY ? 1000 : 0);
 }
 
 void gw_session_recover_withdrawn(gw_loop_t *lp, gw_session_t *s, const char *chan, size_t len)
@@ -127,9 +127,11 @@ void gw_session_recover_withdrawn(gw_loop_t *lp, gw_session_t *s, const char *ch
     recover_abort(lp, s, chan, len, GW_PERR_CANCELLED);
 }
 
-void gw_session_recover_failed(gw_loop_t *lp, gw_session_t *s, const char *chan, size_t len)
+void gw_session_recover_failed(gw_loop_t *lp, gw_session_t *s, const char *chan, size_t len,
+                               int status)
 {
-    recover_abort(lp, s, chan, len, GW_PERR_INTERNAL);
+    recover_abort(lp, s, chan, len,
+                  status == -EAGAIN || status == -ESHUTDOWN ? GW_PERR_BUSY : GW_PERR_INTERNAL);
 }
 
 /* Queues the missed messages after the SubscribeOk. Returns how many were queued. */

@@ -226,6 +226,9 @@ static void sum_loops(const gw_stats_snapshot_t *snap, totals_t *t)
         t->engine.history_max_bytes += l->engine.history_max_bytes;
         for (int r = 0; r < GW_HISTORY_EVICT_REASONS; r++)
             t->engine.history_evicted[r] += l->engine.history_evicted[r];
+        /* Engine-wide figures come from one loop only. */
+        if (l->engine.redis.n_servers)
+            t->engine.redis = l->engine.redis;
     }
 }
 
@@ -365,6 +368,46 @@ static void render_history(gw_metrics_t *w, const totals_t *t)
                            t->s.recoveries[r]);
 }
 
+static void render_redis(gw_metrics_t *w, const gw_engine_redis_stats_t *r)
+{
+    for (uint32_t i = 0; i < r->n_servers && i < GW_ENGINE_REDIS_SERVERS_MAX; i++) {
+        const char *const labels[] = {"server", r->servers[i].name, NULL};
+        gw_metrics_gauge(w, "herald_redis_up",
+                         "1 while the Redis server is connected and has herald's functions.",
+                         labels, r->servers[i].is_up ? 1.0 : 0.0);
+        gw_metrics_gauge(w, "herald_redis_pending_commands",
+                         "Commands sent to the Redis server, not answered yet.", labels,
+                         (double)r->servers[i].pending);
+        gw_metrics_counter(w, "herald_redis_reconnects_total",
+                           "Times the connection to the Redis server went down.", labels,
+                           r->servers[i].reconnects);
+    }
+    gw_metrics_counter(w, "herald_redis_delivered_total",
+                       "Messages from Redis handed to this node's loops.", NULL, r->delivered);
+    gw_metrics_counter(w, "herald_redis_lost_messages_total",
+                       "Offsets that never reached this node (Redis outages, pub/sub gaps).", NULL,
+                       r->lost);
+    gw_metrics_counter(w, "herald_redis_duplicates_total",
+                       "Messages that reached this node twice (dropped).", NULL, r->duplicates);
+    gw_metrics_counter(w, "herald_redis_unsequenced_total",
+                       "Plain PUBLISHes delivered outside the channel's offsets.", NULL,
+                       r->unsequenced);
+    gw_metrics_counter(w, "herald_redis_local_only_publishes_total",
+                       "Publishes delivered on this node only while Redis was down.", NULL,
+                       r->local_only);
+    gw_metrics_counter(w, "herald_redis_busy_publishes_total",
+                       "Publishes refused: too many commands in flight toward Redis.", NULL,
+                       r->busy);
+    gw_metrics_counter(w, "herald_redis_join_timeouts_total",
+                       "Subscriptions refused because Redis did not answer in time.", NULL,
+                       r->join_timeouts);
+    gw_metrics_counter(w, "herald_redis_epoch_changes_total",
+                       "Channel epochs that changed under subscribers (Redis lost them).", NULL,
+                       r->epoch_changes);
+    gw_metrics_counter(w, "herald_redis_history_fetches_total",
+                       "Recoveries answered from a Redis stream.", NULL, r->history_fetches);
+}
+
 static void render_pool(gw_metrics_t *w, const gw_stats_snapshot_t *snap)
 {
     const nl_pool_stats_t *p = &snap->pool;
@@ -403,6 +446,8 @@ int gw_stats_render(const gw_stats_snapshot_t *snap, gw_metrics_format_t format,
     render_sessions(&w, t, snap);
     render_delivery(&w, t);
     render_history(&w, t);
+    if (t->engine.redis.n_servers)
+        render_redis(&w, &t->engine.redis);
     render_pool(&w, snap);
     gw_metrics_counter(&w, "herald_admin_requests_total", "Admin HTTP requests.", NULL,
                        snap->http.requests);

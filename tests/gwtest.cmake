@@ -53,3 +53,8 @@ herald_gwtest(test_gw_limits TIMEOUT 240)
 herald_gwtest(test_gw_broadcast LABELS slow TIMEOUT 300)
 herald_gwtest(test_gw_drain TIMEOUT 180)
 herald_gwtest(test_gw_reload TIMEOUT 120)
+# The Redis engine: herald nodes and real redis-server processes (tests/redis_harness.c).
+herald_gwtest(test_gw_redis_engine TIMEOUT 300)
+if(TARGET test_gw_redis_engine)
+    target_sources(test_gw_redis_engine PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/redis_harness.c)
+endif()

@@ -249,7 +249,9 @@ static void test_gw_config_file_values(void **state)
     assert_int_equal(gw_config_parse_servers("", servers, 4), 0);
     assert_int_equal(c.log_level, NL_DEBUG);
     assert_string_equal(c.config_path, path);
-    /* The Redis engine parses but is refused until it exists. */
+    assert_int_equal(gw_config_validate(&c, NULL), 0);
+    /* The Redis engine needs its servers. */
+    c.redis[0] = '\0';
     assert_int_equal(gw_config_validate(&c, NULL), 1);
     c.engine = GW_ENGINE_MEMORY;
     assert_int_equal(gw_config_validate(&c, NULL), 0);

@@ -1,0 +1,182 @@
+/*
+ * gw_engine_redis_int.h: what gw_engine_redis.c (threads, requests in, messages and answers
+ * out) and gw_engine_redis_chan.c (each channel's state on the engine thread) share. Private
+ * to those two files.
+ *
+ * Everything here but the atomics and the per-loop rules copies belongs to the engine thread
+ * (E): its own netlib loop, which runs the hiredis connections. IO loops and the HTTP thread
+ * reach it only by posting requests; it reaches them only by posting answers and batches.
+ */
+#ifndef HERALD_GATEWAY_GW_ENGINE_REDIS_INT_H
+#define HERALD_GATEWAY_GW_ENGINE_REDIS_INT_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "gw_chantab.h"
+#include "gw_config.h"
+#include "gw_engine.h"
+#include "gw_fanout.h"
+#include "gw_hashring.h"
+#include "gw_history.h"
+#include "gw_node.h"
+#include "gw_redis_link.h"
+#include "gw_redis_sub.h"
+#include "netlib/nl_loop_thread.h"
+#include "netlib/nl_timer.h"
+
+typedef struct redis_engine_s redis_engine_t;
+
+/* One Redis server: a command connection and a pub/sub connection. */
+typedef struct re_shard_s {
+    redis_engine_t *re;
+    uint32_t index;
+    char name[GW_CONFIG_HOST_MAX + 8]; /* "host:port", the ring's name and the metric label */
+    gw_redis_link_t *link;
+    gw_redis_sub_t *sub;
+    bool is_ready;                /* link up and the functions loaded (E only) */
+    _Atomic bool is_ready_atomic; /* the same, for /readyz and /metrics */
+    _Atomic uint64_t pending;     /* commands in flight, mirrored for /metrics */
+    _Atomic uint64_t reconnects;
+} re_shard_t;
+
+/* Where a channel stands on this node. */
+typedef enum re_state_e {
+    RE_SUBSCRIBING = 0, /* SUBSCRIBE sent, not confirmed */
+    RE_JOINING = 1,     /* confirmed; herald_join (the latest offset) in flight */
+    RE_ACTIVE = 2,      /* messages flow to the loops in loop_mask */
+} re_state_t;
+
+typedef struct re_pending_s re_pending_t;
+
+/* A channel some loop of this node subscribes to. */
+typedef struct re_chan_s {
+    uint64_t loop_mask;    /* loops in the audience */
+    uint64_t joining_mask; /* of those, waiting for their join answer (never while ACTIVE) */
+    uint64_t last_offset;  /* the latest offset handed to the loops */
+    uint64_t epoch;
+    uint64_t since_ms;           /* when it left ACTIVE (or was made): join timeouts */
+    gw_history_t *hist;          /* the latest messages, for recovery (history channels only) */
+    re_pending_t *pending;       /* messages and history requests waiting for ACTIVE */
+    struct re_chan_s *wait_prev; /* the engine's list of channels not ACTIVE */
+    struct re_chan_s *wait_next;
+    uint32_t shard;
+    uint8_t state;    /* re_state_t */
+    bool is_resync;   /* ACTIVE, herald_join in flight after a resubscribe */
+    bool is_waiting;  /* on the wait list */
+    gw_chankey_t key; /* the herald channel name follows */
+    char name[];
+} re_chan_t;
+
+/* Counters E writes and scrapes read. */
+typedef struct re_stats_s {
+    _Atomic uint64_t published;       /* messages given an offset by Redis */
+    _Atomic uint64_t delivered;       /* messages handed to the loops */
+    _Atomic uint64_t lost;            /* offsets that never arrived (gaps, outages) */
+    _Atomic uint64_t duplicates;      /* offsets that arrived twice (dropped) */
+    _Atomic uint64_t unsequenced;     /* plain PUBLISHes delivered (offset 0) */
+    _Atomic uint64_t local_only;      /* publishes delivered here only, Redis down */
+    _Atomic uint64_t busy;            /* publishes refused: too many commands in flight */
+    _Atomic uint64_t join_timeouts;   /* joins failed for want of Redis */
+    _Atomic uint64_t epoch_changes;   /* a channel's epoch changed under its subscribers */
+    _Atomic uint64_t history_fetches; /* recoveries that read the Redis stream */
+    _Atomic uint64_t channels;        /* channels with state here */
+    _Atomic uint64_t history_channels;
+    _Atomic uint64_t history_messages;
+    _Atomic uint64_t history_bytes;
+    _Atomic uint64_t history_max_bytes;
+} re_stats_t;
+
+typedef struct re_batch_s re_batch_t;
+
+struct redis_engine_s {
+    gw_engine_t base;
+    gw_node_t *node;
+    uint32_t n_loops;
+    nl_loop_thread_t *thread;
+    nl_loop_t *loop; /* E */
+    gw_hashring_t ring;
+    uint32_t n_shards;
+    re_shard_t *shards;
+    uint64_t timeout_ms;
+    uint32_t max_pending;
+    /* E only. */
+    gw_chantab_t chans;
+    gw_history_store_t store;
+    gw_history_rules_t rules;
+    re_chan_t *wait_head; /* channels not ACTIVE, oldest first */
+    re_chan_t *wait_tail;
+    re_batch_t **batches; /* per IO loop, messages not yet posted */
+    uint64_t batch_mask;
+    nl_timer_t *tick;
+    uint64_t epoch_seed;
+    bool is_detached; /* no more posts to IO loops (shutdown) */
+    /* Each IO loop's copy, read on that loop (is_recoverable). */
+    gw_history_rules_t *loop_rules;
+    _Atomic bool is_ready;
+    _Atomic bool is_closed; /* requests are refused: the node is stopping */
+    re_stats_t stats;
+};
+
+/* --- gw_engine_redis.c, for the channel code ----------------------------------------------- */
+
+/* Queues m (a reference is taken) for the loops in mask; posted in E's before-sleep hook. */
+void re_send(redis_engine_t *re, gw_msg_t *m, uint64_t mask);
+
+/* Posts the batch for loop now, so that what E posts next to it arrives after. */
+void re_flush_loop(redis_engine_t *re, uint32_t loop);
+
+/* Answers loop's join of channel name[0..len) (status 0: with offset and epoch), after the
+ * batch E has for that loop. */
+void re_answer_join(redis_engine_t *re, uint32_t loop, const char *name, size_t len, uint32_t hash,
+                    int status, uint64_t offset, uint64_t epoch);
+
+/* Counter helpers (relaxed: scrapes only sum them). */
+static inline void re_count(_Atomic uint64_t *c, uint64_t n)
+{
+    atomic_fetch_add_explicit(c, n, memory_order_relaxed);
+}
+
+/* A fresh epoch for a channel that has none in Redis yet (a candidate: Redis keeps the first
+ * one it is given). */
+uint64_t re_epoch_candidate(redis_engine_t *re, uint32_t hash);
+
+/* --- gw_engine_redis_chan.c ----------------------------------------------------------------- */
+
+/* History request as it travels (owned by whoever holds it; freed by re_hist_answer). */
+typedef struct re_hist_req_s {
+    redis_engine_t *re;
+    gw_engine_reply_t reply;
+    uint32_t loop_index;
+    uint32_t hash;
+    uint64_t epoch; /* the client's */
+    uint64_t max_bytes;
+    int status;
+    gw_engine_history_t answer;
+    gw_msg_t **msgs;
+    uint32_t n_msgs;
+    uint32_t cap_msgs;
+    struct re_hist_req_s *next; /* waiting on a channel */
+    char chan[];
+} re_hist_req_t;
+
+int re_chans_init(redis_engine_t *re);
+void re_chans_deinit(redis_engine_t *re);
+void re_chan_join(redis_engine_t *re, uint32_t loop, const char *name, size_t len, uint32_t hash);
+void re_chan_leave(redis_engine_t *re, uint32_t loop, const char *name, size_t len, uint32_t hash);
+void re_chan_publish(redis_engine_t *re, const char *name, size_t len, uint32_t hash,
+                     const void *payload, size_t plen, const gw_engine_reply_t *reply);
+void re_chan_history(redis_engine_t *re, re_hist_req_t *req);
+/* Sends the answer (posting it to its loop after that loop's batch) and frees req. */
+void re_hist_answer(redis_engine_t *re, re_hist_req_t *req);
+/* The sub's callbacks. */
+void re_chan_on_message(gw_redis_sub_t *s, const char *chan, size_t chan_len, const char *data,
+                        size_t len, void *arg);
+void re_chan_on_subscribed(gw_redis_sub_t *s, const char *chan, size_t chan_len, void *arg);
+/* Every ~250 ms: joins that waited past the timeout fail; histories age. */
+void re_chans_tick(redis_engine_t *re);
+/* Re-applies history rules (a reload). */
+void re_chans_reconfigure(redis_engine_t *re, const gw_config_t *cfg);
+
+#endif

