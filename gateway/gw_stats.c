@@ -370,18 +370,24 @@ static void render_history(gw_metrics_t *w, const totals_t *t)
 
 static void render_redis(gw_metrics_t *w, const gw_engine_redis_stats_t *r)
 {
-    for (uint32_t i = 0; i < r->n_servers && i < GW_ENGINE_REDIS_SERVERS_MAX; i++) {
-        const char *const labels[] = {"server", r->servers[i].name, NULL};
+    /* A family's samples must stand together, so one pass per family. */
+    uint32_t n =
+        r->n_servers < GW_ENGINE_REDIS_SERVERS_MAX ? r->n_servers : GW_ENGINE_REDIS_SERVERS_MAX;
+    for (uint32_t i = 0; i < n; i++)
         gw_metrics_gauge(w, "herald_redis_up",
                          "1 while the Redis server is connected and has herald's functions.",
-                         labels, r->servers[i].is_up ? 1.0 : 0.0);
+                         (const char *const[]){"server", r->servers[i].name, NULL},
+                         r->servers[i].is_up ? 1.0 : 0.0);
+    for (uint32_t i = 0; i < n; i++)
         gw_metrics_gauge(w, "herald_redis_pending_commands",
-                         "Commands sent to the Redis server, not answered yet.", labels,
+                         "Commands sent to the Redis server, not answered yet.",
+                         (const char *const[]){"server", r->servers[i].name, NULL},
                          (double)r->servers[i].pending);
+    for (uint32_t i = 0; i < n; i++)
         gw_metrics_counter(w, "herald_redis_reconnects_total",
-                           "Times the connection to the Redis server went down.", labels,
+                           "Times the connection to the Redis server went down.",
+                           (const char *const[]){"server", r->servers[i].name, NULL},
                            r->servers[i].reconnects);
-    }
     gw_metrics_counter(w, "herald_redis_delivered_total",
                        "Messages from Redis handed to this node's loops.", NULL, r->delivered);
     gw_metrics_counter(w, "herald_redis_lost_messages_total",

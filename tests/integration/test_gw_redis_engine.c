@@ -342,6 +342,215 @@ static void test_gw_redis_engine_recover_on_other_node(void **state)
     nodes_stop(fx);
 }
 
+/* --- faults ------------------------------------------------------------------------------- */
+
+/* The body of GET /readyz. */
+static void expect_readyz_body(const test_herald_t *h, const char *needle)
+{
+    test_http_resp_t r;
+    assert_int_equal(
+        test_http_request(h->admin_port, "GET", "/readyz", NULL, NULL, 0, GW_WAIT_MS, &r), 0);
+    if (!strstr(r.body, needle))
+        fail_msg("/readyz said %d %s", r.status, r.body);
+    test_http_resp_free(&r);
+}
+
+static void test_gw_redis_engine_down_at_start(void **state)
+{
+    fx_t *fx = *state;
+    test_redis_kill(&fx->redis[0]); /* its port stays the node's Redis address */
+    static const char *const extra[] = {"--redis-timeout", "500ms", NULL};
+    test_herald_t *a = node_start(fx, 0, extra);
+    assert_int_equal(readyz(a), 503);
+    expect_readyz_body(a, "degraded");
+    /* The node serves its own clients. */
+    test_client_t c;
+    GW_OK(test_client_auth(&c, a->port, "c", GW_WAIT_MS), &c);
+    GW_OK(test_client_ping(&c, GW_WAIT_MS), &c);
+    /* A subscription cannot be set up without Redis: BUSY, try again. */
+    int rc = test_client_subscribe(&c, "news", NULL, GW_WAIT_MS);
+    if (rc != -EPROTO || c.last_err_code != HERALD__ERROR__CODE__BUSY)
+        fail_msg("subscribe without Redis: %d, error %d: %s", rc, c.last_err_code,
+                 test_client_what(&c));
+    assert_true(gw_metric(a, "herald_redis_join_timeouts_total", NULL) >= 1);
+    assert_true(gw_metric(a, "herald_redis_up", NULL) == 0.0);
+    /* Redis appears: the node becomes ready and subscriptions work. */
+    assert_int_equal(test_redis_restart(&fx->redis[0]), 0);
+    await_readyz(a, 200);
+    test_sub_ok_t ok;
+    GW_OK(test_client_subscribe_from(&c, "news", NULL, 0, &ok, GW_WAIT_MS), &c);
+    uint64_t off = 0;
+    GW_OK(test_client_publish(&c, "news", "hi", 2, &off, GW_WAIT_MS), &c);
+    assert_int_equal(off, 1);
+    expect_push(&c, "news", 1, "hi");
+    test_client_close(&c);
+    nodes_stop(fx);
+}
+
+static void test_gw_redis_engine_kill_and_restart(void **state)
+{
+    fx_t *fx = *state;
+    static const char *const extra[] = {"--redis-timeout", "1s", NULL};
+    test_herald_t *a = node_start(fx, 0, extra);
+    test_herald_t *b = node_start(fx, 1, extra);
+    await_readyz(a, 200);
+    await_readyz(b, 200);
+    test_client_t sub, pub_a, pub_b;
+    GW_OK(test_client_auth(&sub, a->port, "sub", GW_WAIT_MS), &sub);
+    GW_OK(test_client_auth(&pub_a, a->port, "pa", GW_WAIT_MS), &pub_a);
+    GW_OK(test_client_auth(&pub_b, b->port, "pb", GW_WAIT_MS), &pub_b);
+    test_sub_ok_t ok;
+    GW_OK(test_client_subscribe_from(&sub, "k", NULL, 0, &ok, GW_WAIT_MS), &sub);
+    char epoch1[17];
+    snprintf(epoch1, sizeof(epoch1), "%s", ok.epoch);
+    for (int i = 1; i <= 5; i++)
+        GW_OK(test_client_publish(&pub_b, "k", "before", 6, NULL, GW_WAIT_MS), &pub_b);
+    for (int i = 1; i <= 5; i++)
+        expect_push(&sub, "k", (uint64_t)i, "before");
+
+    test_redis_kill(&fx->redis[0]);
+    await_readyz(a, 503);
+    await_readyz(b, 503);
+    /* Local delivery goes on: a's subscriber gets a's publish, outside the sequence; b's
+     * publishes reach b only (pub/sub is at most once: documented). */
+    uint64_t off = 99;
+    GW_OK(test_client_publish(&pub_a, "k", "local", 5, &off, GW_WAIT_MS), &pub_a);
+    assert_int_equal(off, 0);
+    expect_push(&sub, "k", 0, "local");
+    for (int i = 0; i < 3; i++)
+        GW_OK(test_client_publish(&pub_b, "k", "lost", 4, &off, GW_WAIT_MS), &pub_b);
+    expect_nothing_more(&sub);
+    assert_int_equal(gw_metric(b, "herald_redis_local_only_publishes_total", NULL), 3);
+    assert_int_equal(gw_metric(a, "herald_redis_local_only_publishes_total", NULL), 1);
+
+    /* Redis comes back empty: both nodes reconnect and resubscribe by themselves. */
+    assert_int_equal(test_redis_restart(&fx->redis[0]), 0);
+    await_readyz(a, 200);
+    await_readyz(b, 200);
+    /* The resubscription may land a moment after the node is ready: publish until a's
+     * subscriber hears, each publish a new offset in the channel's new epoch. */
+    Herald__Frame *f = NULL;
+    int64_t deadline = test_now_ms() + 20000;
+    for (;;) {
+        GW_OK(test_client_publish(&pub_b, "k", "after", 5, &off, GW_WAIT_MS), &pub_b);
+        GW_OK(test_client_ping(&sub, GW_WAIT_MS), &sub);
+        if (sub.n_kept > 0)
+            break;
+        if (test_ms_left(deadline) == 0)
+            fail_msg("a's subscriber never heard from b after Redis came back");
+    }
+    assert_int_equal(test_client_recv(&sub, &f, GW_WAIT_MS), 1);
+    assert_int_equal(f->body_case, HERALD__FRAME__BODY_PUSH);
+    assert_true(f->push->offset >= 1 && f->push->offset <= off);
+    assert_string_not_equal(f->push->epoch, epoch1); /* the offsets started over */
+    uint64_t next = f->push->offset + 1;
+    proto_frame_free(f);
+    for (; next <= off; next++)
+        GW_OK(test_client_expect_push(&sub, "k", next, NULL, GW_WAIT_MS), &sub);
+    GW_OK(test_client_publish(&pub_b, "k", "on", 2, &off, GW_WAIT_MS), &pub_b);
+    expect_push(&sub, "k", off, "on");
+    expect_nothing_more(&sub);
+    assert_true(gw_metric(a, "herald_redis_reconnects_total", NULL) >= 1);
+    assert_true(gw_metric(a, "herald_redis_epoch_changes_total", NULL) >= 1);
+    test_client_close(&sub);
+    test_client_close(&pub_a);
+    test_client_close(&pub_b);
+    nodes_stop(fx);
+}
+
+/* A Redis that hangs: commands pile up to redis_max_pending, then publishes get BUSY. */
+static void test_gw_redis_engine_slow_redis_busy(void **state)
+{
+    fx_t *fx = *state;
+    static const char *const extra[] = {"--redis-max-pending", "16", "--redis-timeout", "30s",
+                                        NULL};
+    test_herald_t *a = node_start(fx, 0, extra);
+    await_readyz(a, 200);
+    test_client_t c;
+    GW_OK(test_client_auth(&c, a->port, "c", GW_WAIT_MS), &c);
+    test_redis_pause(&fx->redis[0]);
+    nl_buf_t out;
+    nl_buf_init(&out, 0);
+    for (int i = 0; i < 40; i++) {
+        Herald__Frame f;
+        Herald__Publish body;
+        test_frame_publish(&f, &body, "slow", "x", 1);
+        f.id = 1 + (uint64_t)i;
+        assert_int_equal(proto_frame_append(&out, &f), 0);
+    }
+    GW_OK(test_client_send_raw(&c, nl_buf_peek(&out), nl_buf_readable(&out), GW_WAIT_MS), &c);
+    nl_buf_deinit(&out);
+    /* 24 answers come at once (BUSY); 16 wait in Redis. */
+    int busy = 0;
+    for (int i = 0; i < 24; i++) {
+        Herald__Frame *r = NULL;
+        assert_int_equal(test_client_recv(&c, &r, GW_WAIT_MS), 1);
+        if (r->body_case == HERALD__FRAME__BODY_ERROR &&
+            r->error->code == HERALD__ERROR__CODE__BUSY && r->error->retry_after_ms > 0)
+            busy++;
+        proto_frame_free(r);
+    }
+    assert_int_equal(busy, 24);
+    assert_int_equal(gw_metric(a, "herald_redis_pending_commands", NULL) >= 0, 1);
+    test_redis_resume(&fx->redis[0]);
+    int ok = 0;
+    for (int i = 0; i < 16; i++) {
+        Herald__Frame *r = NULL;
+        assert_int_equal(test_client_recv(&c, &r, GW_WAIT_MS), 1);
+        ok += r->body_case == HERALD__FRAME__BODY_PUBLISH_OK;
+        proto_frame_free(r);
+    }
+    assert_int_equal(ok, 16);
+    assert_int_equal(gw_metric(a, "herald_redis_busy_publishes_total", NULL), 24);
+    test_client_close(&c);
+    nodes_stop(fx);
+}
+
+/* Two Redis servers: channels land on both, and delivery does not notice. */
+static void test_gw_redis_engine_two_servers(void **state)
+{
+    fx_t *fx = *state;
+    test_herald_t *a = node_start(fx, 0, NULL);
+    test_herald_t *b = node_start(fx, 1, NULL);
+    await_readyz(a, 200);
+    await_readyz(b, 200);
+    test_client_t sub, pub;
+    GW_OK(test_client_auth(&sub, a->port, "sub", GW_WAIT_MS), &sub);
+    GW_OK(test_client_auth(&pub, b->port, "pub", GW_WAIT_MS), &pub);
+    char chan[16];
+    for (int i = 0; i < 20; i++) {
+        snprintf(chan, sizeof(chan), "c%d", i);
+        GW_OK(test_client_subscribe(&sub, chan, NULL, GW_WAIT_MS), &sub);
+    }
+    for (int i = 0; i < 20; i++) {
+        snprintf(chan, sizeof(chan), "c%d", i);
+        uint64_t off = 0;
+        GW_OK(test_client_publish(&pub, chan, chan, strlen(chan), &off, GW_WAIT_MS), &pub);
+        assert_int_equal(off, 1);
+        expect_push(&sub, chan, 1, chan);
+    }
+    expect_nothing_more(&sub);
+    /* Each server holds some of the channels (their pub/sub channels and offsets). */
+    int total = 0;
+    for (int r = 0; r < 2; r++) {
+        struct timeval tv = {5, 0};
+        redisContext *rc = redisConnectWithTimeout("127.0.0.1", fx->redis[r].port, tv);
+        assert_true(rc && !rc->err);
+        redisReply *rep = redisCommand(rc, "PUBSUB CHANNELS herald:*");
+        assert_non_null(rep);
+        if (rep->elements < 3)
+            fail_msg("server %d holds %zu of 20 channels", r, rep->elements);
+        total += (int)rep->elements;
+        freeReplyObject(rep);
+        redisFree(rc);
+    }
+    assert_int_equal(total, 20);
+    assert_int_equal(gw_metric(a, "herald_redis_up", NULL), 2);
+    test_client_close(&sub);
+    test_client_close(&pub);
+    nodes_stop(fx);
+}
+
 int main(void)
 {
     if (!test_redis_available()) {
@@ -354,7 +563,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_gw_redis_engine_one_sequence, setup, teardown),
         cmocka_unit_test_setup_teardown(test_gw_redis_engine_recover_on_other_node, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_gw_redis_engine_down_at_start, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_gw_redis_engine_kill_and_restart, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_gw_redis_engine_slow_redis_busy, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_gw_redis_engine_two_servers, setup2, teardown),
     };
-    (void)setup2;
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
