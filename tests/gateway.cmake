@@ -24,6 +24,7 @@ if(TARGET gateway_core)
         target_include_directories(${t} PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
     endforeach()
     herald_unit(test_gw_online LIBS gateway_core LABELS unit)
+    herald_unit(test_gw_lastseen LIBS gateway_core LABELS unit)
 endif()
 
 # Fuzz targets for what clients and operators hand the gateway: tokens, channel names, the
