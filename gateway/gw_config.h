@@ -119,6 +119,11 @@ typedef struct gw_config_s {
     /* [history] */
     char history_rules[GW_HISTORY_RULES_TEXT_MAX]; /* default "": none (gw_history_rules.h) */
     uint64_t history_max_bytes; /* default 128 MiB: all histories of the node together */
+    /* [presence] */
+    uint32_t presence_max_clients;      /* default 1000: clients listed per presence answer */
+    uint64_t presence_refresh_ms;       /* default 5 s: one online-status batch per loop */
+    uint64_t presence_last_seen_ttl_ms; /* default 24 h: an offline user's last seen, kept */
+    uint32_t presence_last_seen_max;    /* default 100000 users gone offline remembered */
 
     /* [engine] */
     gw_engine_kind_t engine;              /* default GW_ENGINE_MEMORY */

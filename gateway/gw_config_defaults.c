@@ -43,6 +43,10 @@ void gw_config_init(gw_config_t *cfg)
     cfg->slow_consumer = GW_SLOW_DROP;
     cfg->slow_consumer_linger_ms = 5000;
     cfg->history_max_bytes = 128 * MIB;
+    cfg->presence_max_clients = 1000;
+    cfg->presence_refresh_ms = 5000;
+    cfg->presence_last_seen_ttl_ms = 24ull * 3600 * 1000;
+    cfg->presence_last_seen_max = 100000;
     cfg->engine = GW_ENGINE_MEMORY;
     strcpy(cfg->redis, "127.0.0.1:6379");
     cfg->redis_timeout_ms = 2000;

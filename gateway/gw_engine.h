@@ -17,17 +17,24 @@
  *     that loop before the join took effect and before every message after it, so a new
  *     subscriber sees neither a gap nor a duplicate. Joins and leaves of one loop are handled
  *     in the order they were asked.
- *   - Replies: publish and presence answer through a gw_engine_reply_t, exactly once. With a
- *     reply loop the callback runs on that loop (posted); without one it runs on whichever
- *     engine thread finished the work, and must then only do thread-safe things (answer an
- *     HTTP request, post).
+ *   - Replies: publish, presence and the online queries answer through a gw_engine_reply_t,
+ *     exactly once. With a reply loop the callback runs on that loop (posted); without one it
+ *     runs on whichever engine thread finished the work, and must then only do thread-safe
+ *     things (answer an HTTP request, post).
  *   - History: a channel keeps its latest messages when the node's history rules say so
  *     ([history] rules). Its state (offset, epoch, history) then outlives its subscribers until
  *     the history has aged out, so a client that comes back can recover. A history request
  *     from loop L is answered on L like a join: after every message delivered to L up to the
  *     answer's latest offset and before every later one, so the loop can hand the missed
  *     messages to a recovering subscriber and then go on live, with no gap and no duplicate.
- *   - presence is a hook for a later change; an engine without it returns -ENOTSUP.
+ *   - Online status and presence (gw_presence.h has the types): each IO loop keeps its own
+ *     users and subscribers (gw_online, gw_sub) and tells the engine what the rest of the
+ *     cluster needs: a user's first connection on the loop (user_online), its last one
+ *     closing (user_offline), and once per refresh interval the users it saw active
+ *     (refresh: one call per loop per interval whatever the number of pings, which an engine
+ *     backed by a server turns into one pipelined round of expiry refreshes). Join and leave
+ *     events travel as encoded frames on a channel's listener channel (event), in the
+ *     channel's order like Pushes.
  *
  * Thread: publish and presence may be called from any thread (IO loops, the HTTP thread);
  * join and leave only from the IO loop they are for. An engine's own state is touched only by
@@ -49,10 +56,13 @@ typedef struct gw_engine_s gw_engine_t;
 typedef struct gw_node_s gw_node_t;
 typedef struct gw_engine_reply_s gw_engine_reply_t;
 typedef struct gw_config_s gw_config_t;
+typedef struct gw_event_s gw_event_t;
+typedef struct gw_presence_batch_s gw_presence_batch_t;
 
 /* What a request produced: status 0 or a negative errno (-ENOMEM, -ESHUTDOWN, ...); for a
- * publish the message's offset and epoch; data is for later answers (presence, history), owned
- * by the engine and valid during the callback only. */
+ * publish the message's offset and epoch; data is the answer of a query (presence: a
+ * gw_presence_result_t, online: a gw_online_result_t, online_counts: a gw_online_counts_t),
+ * owned by the engine and valid during the callback only. */
 typedef struct gw_engine_result_s {
     int status;
     uint64_t offset;
@@ -120,8 +130,10 @@ typedef struct gw_engine_redis_stats_s {
 
 /* Engine counters, summed over its threads at scrape time. */
 typedef struct gw_engine_stats_s {
-    uint64_t channels;          /* channels with state (subscribed somewhere, or history) */
+    uint64_t channels;          /* channels with state (subscribed somewhere, or history; listener
+                                 * channels not) */
     uint64_t published;         /* messages given an offset */
+    uint64_t last_seen_records; /* users gone offline whose last-seen time is kept */
     uint64_t history_channels;  /* channels keeping history */
     uint64_t history_messages;  /* messages kept */
     uint64_t history_bytes;     /* their memory, estimated (gw_history.h) */
@@ -144,9 +156,29 @@ typedef struct gw_engine_ops_s {
                  uint32_t hash);
     void (*leave)(gw_engine_t *e, uint32_t loop_index, const char *chan, size_t chan_len,
                   uint32_t hash);
-    /* Later issues: presence (who is in a channel). Returns -ENOTSUP until implemented. */
+    /* Who is in a channel: res->data is a gw_presence_result_t listing at most [presence]
+     * max_clients clients. Returns: 0 (reply->cb will run once); -ENOMEM; -ESHUTDOWN;
+     * -ENOTSUP (an engine without presence). */
     int (*presence)(gw_engine_t *e, const char *chan, size_t chan_len,
                     const gw_engine_reply_t *reply);
+    /* One user's online status (gw_online_result_t), and the counts of users online and
+     * their connections (gw_online_counts_t). Returns: as presence. */
+    int (*online)(gw_engine_t *e, const char *user, size_t len, const gw_engine_reply_t *reply);
+    int (*online_counts)(gw_engine_t *e, const gw_engine_reply_t *reply);
+    /* User user[0..len) got its first connection on loop loop_index / lost its last one
+     * there at at_ms (Unix ms). Thread: that loop. */
+    void (*user_online)(gw_engine_t *e, uint32_t loop_index, const char *user, size_t len);
+    void (*user_offline)(gw_engine_t *e, uint32_t loop_index, const char *user, size_t len,
+                         uint64_t at_ms);
+    /* The users a loop saw active since its last batch (gw_presence_batch_foreach walks them,
+     * each with its last-seen time and connection count); never empty. Thread: that loop;
+     * batch is valid during the call. */
+    void (*refresh)(gw_engine_t *e, const gw_presence_batch_t *batch);
+    /* Delivers an encoded join/leave event to every subscriber of ev->chan (a listener
+     * channel) except the connection it is about, after every event the engine handled for
+     * that channel before. Takes its own reference; never delivers before returning (the
+     * caller may be inside a delivery). Thread: an IO loop. */
+    void (*event)(gw_engine_t *e, gw_event_t *ev);
     /* Asks for chan's messages after offset since in epoch, for a subscriber on loop
      * loop_index (hash = gw_sub_hash(chan)); reply->loop must be that loop, where reply->cb
      * gets a gw_engine_history_t in res->data, ordered as the header says. An answer whose

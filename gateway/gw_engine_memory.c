@@ -29,6 +29,12 @@
  * its latest offset. Each shard has its own history store (cap = max_bytes / loops) and rules
  * copy, swapped by reconfigure on the shard's own loop; tick ages histories out about once a
  * second and forgets channels left with neither history nor subscribers.
+ *
+ * Presence and online status are the loops' own tables, gathered by gw_presence_mem, which
+ * also keeps the last-seen times of users gone offline. A join/leave event travels like a
+ * message, on its channel's listener channel: to the owner, which posts it to each loop of
+ * the audience (events are few: no batching), so each loop sees a channel's events in one
+ * order. Listener channels are engine channels like any other, but not counted as channels.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -41,6 +47,8 @@
 #include "gw_engine.h"
 #include "gw_fanout.h"
 #include "gw_node.h"
+#include "gw_presence.h"
+#include "gw_presence_mem.h"
 #include "gw_sub.h"
 #include "netlib/nl_common.h"
 #include "netlib/nl_log.h"
@@ -66,6 +74,7 @@ typedef struct mem_shard_s {
     gw_history_store_t store;
     gw_history_rules_t rules;
     uint64_t next_sweep_ns;
+    uint64_t listener_channels; /* of tab.count, listener channels (not counted as channels) */
 } mem_shard_t;
 
 /* How often tick ages histories out. */
@@ -77,6 +86,7 @@ typedef struct mem_engine_s {
     uint32_t n_loops;
     uint64_t epoch_seed; /* random per node start */
     mem_shard_t *shards;
+    gw_presence_mem_t *presence;
 } mem_engine_t;
 
 /* A publish travelling to the owner, and its answer travelling back. */
@@ -202,6 +212,7 @@ static mem_chan_t *mem_chan_new(mem_engine_t *me, uint32_t shard, const char *na
         free(c);
         return NULL;
     }
+    sh->listener_channels += gw_presence_is_listener(name, len);
     return c;
 }
 
@@ -213,6 +224,7 @@ static bool mem_chan_is_idle(const mem_chan_t *c)
 
 static void mem_chan_free(mem_shard_t *sh, mem_chan_t *c)
 {
+    sh->listener_channels -= gw_presence_is_listener(c->name, c->key.name_len);
     gw_chantab_remove(&sh->tab, &c->key);
     gw_history_free(&sh->store, c->hist);
     free(c);
@@ -426,16 +438,77 @@ static void mem_leave(gw_engine_t *e, uint32_t loop_index, const char *chan, siz
     mem_post_join_leave(e, loop_index, chan, chan_len, hash, mem_leave_run);
 }
 
-/* --- the rest of the vtable --------------------------------------------------------------- */
+/* --- presence and online status (gw_presence_mem) ---------------------------------------- */
 
 static int mem_presence(gw_engine_t *e, const char *chan, size_t chan_len,
                         const gw_engine_reply_t *reply)
 {
+    return gw_presence_mem_channel(((mem_engine_t *)e)->presence, chan, chan_len, reply);
+}
+
+static int mem_online(gw_engine_t *e, const char *user, size_t len, const gw_engine_reply_t *reply)
+{
+    return gw_presence_mem_user(((mem_engine_t *)e)->presence, user, len, reply);
+}
+
+static int mem_online_counts(gw_engine_t *e, const gw_engine_reply_t *reply)
+{
+    return gw_presence_mem_counts(((mem_engine_t *)e)->presence, reply);
+}
+
+/* Nothing to record: the loop's own table has the user (gw_presence_mem reads it there). */
+static void mem_user_online(gw_engine_t *e, uint32_t loop_index, const char *user, size_t len)
+{
     NL_UNUSED(e);
-    NL_UNUSED(chan);
-    NL_UNUSED(chan_len);
-    NL_UNUSED(reply);
-    return -ENOTSUP; /* TODO(#6): presence */
+    NL_UNUSED(loop_index);
+    NL_UNUSED(user);
+    NL_UNUSED(len);
+}
+
+static void mem_user_offline(gw_engine_t *e, uint32_t loop_index, const char *user, size_t len,
+                             uint64_t at_ms)
+{
+    gw_presence_mem_offline(((mem_engine_t *)e)->presence, loop_index, user, len, at_ms);
+}
+
+/* The batch's users were stamped in their sessions as it was made (gw_presence), which is
+ * where this engine reads last seen; what is left here is ageing the last-seen records. */
+static void mem_refresh(gw_engine_t *e, const gw_presence_batch_t *batch)
+{
+    gw_presence_mem_refresh(((mem_engine_t *)e)->presence, batch);
+}
+
+/* On the listener channel's owner: to every loop of its audience, in the owner's order. */
+static void mem_event_run(void *arg)
+{
+    gw_event_t *ev = arg;
+    gw_loop_t *lp = gw_loop_current();
+    mem_engine_t *me = (mem_engine_t *)lp->node->engine;
+    mem_chan_t *c = mem_find(&me->shards[lp->index], ev->chan, ev->chan_len, ev->hash);
+    uint64_t others = c ? c->loop_mask & ~(UINT64_C(1) << lp->index) : 0;
+    while (others) {
+        uint32_t target = (uint32_t)__builtin_ctzll(others);
+        others &= others - 1;
+        if (gw_loop_post(lp, target, gw_presence_event_run, gw_event_ref(ev)) < 0) {
+            gw_event_unref(ev);
+            lp->stats.presence_event_failures++;
+        }
+    }
+    if (c && (c->loop_mask & (UINT64_C(1) << lp->index)))
+        gw_presence_event_deliver(lp, ev);
+    gw_event_unref(ev);
+}
+
+/* Always posted, to the owner even when that is this loop: the caller may be inside a
+ * delivery, which an event delivered here and now would change under it. */
+static void mem_event(gw_engine_t *e, gw_event_t *ev)
+{
+    mem_engine_t *me = (mem_engine_t *)e;
+    gw_loop_t *cur = gw_loop_current();
+    if (gw_loop_post(cur, mem_owner(me, ev->hash), mem_event_run, gw_event_ref(ev)) < 0) {
+        gw_event_unref(ev);
+        cur->stats.presence_event_failures++;
+    }
 }
 
 /* --- history ----------------------------------------------------------------------------- */
@@ -656,8 +729,9 @@ static void mem_loop_stats(gw_engine_t *e, uint32_t loop_index, gw_engine_stats_
 {
     mem_engine_t *me = (mem_engine_t *)e;
     const mem_shard_t *sh = &me->shards[loop_index];
-    out->channels += sh->tab.count;
+    out->channels += sh->tab.count - sh->listener_channels;
     out->published += sh->published;
+    out->last_seen_records += gw_presence_mem_records(me->presence, loop_index);
     out->history_channels += sh->store.histories;
     out->history_messages += sh->store.messages;
     out->history_bytes += sh->store.bytes;
@@ -686,6 +760,7 @@ static void mem_free(gw_engine_t *e)
         gw_chantab_deinit(t);
     }
     free(me->shards);
+    gw_presence_mem_free(me->presence);
     free(me);
 }
 
@@ -695,6 +770,12 @@ static const gw_engine_ops_t mem_ops = {
     .join = mem_join,
     .leave = mem_leave,
     .presence = mem_presence,
+    .online = mem_online,
+    .online_counts = mem_online_counts,
+    .user_online = mem_user_online,
+    .user_offline = mem_user_offline,
+    .refresh = mem_refresh,
+    .event = mem_event,
     .history = mem_history,
     .is_recoverable = mem_is_recoverable,
     .tick = mem_tick,
@@ -725,6 +806,8 @@ int gw_engine_memory_new(gw_engine_t **out, gw_node_t *node)
         gw_history_store_init(&me->shards[i].store, 0);
         mem_shard_configure(me, &me->shards[i], &node->snap->cfg);
     }
+    if (gw_presence_mem_new(&me->presence, node) < 0)
+        goto fail;
     *out = &me->base;
     return 0;
 fail:

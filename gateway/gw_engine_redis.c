@@ -340,6 +340,54 @@ static int re_presence(gw_engine_t *e, const char *chan, size_t chan_len,
     return -ENOTSUP;
 }
 
+/* Presence and online status through Redis come with their own change; until then the Redis
+ * engine answers the queries NOT_SUPPORTED and keeps no status. */
+static int re_online(gw_engine_t *e, const char *user, size_t len, const gw_engine_reply_t *reply)
+{
+    NL_UNUSED(e);
+    NL_UNUSED(user);
+    NL_UNUSED(len);
+    NL_UNUSED(reply);
+    return -ENOTSUP;
+}
+
+static int re_online_counts(gw_engine_t *e, const gw_engine_reply_t *reply)
+{
+    NL_UNUSED(e);
+    NL_UNUSED(reply);
+    return -ENOTSUP;
+}
+
+static void re_user_online(gw_engine_t *e, uint32_t loop_index, const char *user, size_t len)
+{
+    NL_UNUSED(e);
+    NL_UNUSED(loop_index);
+    NL_UNUSED(user);
+    NL_UNUSED(len);
+}
+
+static void re_user_offline(gw_engine_t *e, uint32_t loop_index, const char *user, size_t len,
+                            uint64_t at_ms)
+{
+    NL_UNUSED(e);
+    NL_UNUSED(loop_index);
+    NL_UNUSED(user);
+    NL_UNUSED(len);
+    NL_UNUSED(at_ms);
+}
+
+static void re_refresh(gw_engine_t *e, const gw_presence_batch_t *batch)
+{
+    NL_UNUSED(e);
+    NL_UNUSED(batch);
+}
+
+static void re_event(gw_engine_t *e, gw_event_t *ev)
+{
+    NL_UNUSED(e);
+    NL_UNUSED(ev);
+}
+
 static bool re_is_recoverable(gw_engine_t *e, uint32_t loop_index, const char *chan,
                               size_t chan_len)
 {
@@ -614,6 +662,12 @@ static const gw_engine_ops_t re_ops = {
     .join = re_join,
     .leave = re_leave,
     .presence = re_presence,
+    .online = re_online,
+    .online_counts = re_online_counts,
+    .user_online = re_user_online,
+    .user_offline = re_user_offline,
+    .refresh = re_refresh,
+    .event = re_event,
     .history = re_history,
     .is_recoverable = re_is_recoverable,
     .tick = re_tick,

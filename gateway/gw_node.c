@@ -97,10 +97,15 @@ static int loop_setup(nl_loop_t *loop, gw_loop_t *lp)
                             gw_session_on_deadline, lp);
     if (err < 0)
         goto fail_fanout;
-    err = nl_loop_add_before_sleep(loop, loop_before_sleep, lp);
+    err = gw_presence_loop_init(lp);
     if (err < 0)
         goto fail_hb;
+    err = nl_loop_add_before_sleep(loop, loop_before_sleep, lp);
+    if (err < 0)
+        goto fail_presence;
     return 0;
+fail_presence:
+    gw_presence_loop_deinit(lp);
 fail_hb:
     gw_heartbeat_deinit(&lp->hb);
 fail_fanout:
@@ -130,6 +135,7 @@ static void loop_on_stop(nl_loop_t *loop, void *arg)
         NL_LOG(NL_ERROR, "loop_stop_with_sessions", "sessions=%zu", gw_heartbeat_count(&lp->hb));
         return;
     }
+    gw_presence_loop_deinit(lp);
     gw_heartbeat_deinit(&lp->hb);
     gw_fanout_deinit(&lp->fanout);
     gw_sub_index_deinit(&lp->subs);

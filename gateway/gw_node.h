@@ -63,6 +63,7 @@
 #include "gw_fanout.h"
 #include "gw_heartbeat.h"
 #include "gw_http.h"
+#include "gw_presence.h"
 #include "gw_stats.h"
 #include "gw_sub.h"
 #include "netlib/nl_buf.h"
@@ -119,6 +120,7 @@ struct gw_loop_s {
     uint32_t cap_leaving;
     gw_drain_t drain; /* the spread-out disconnects of a drain */
     gw_stats_t stats;
+    gw_presence_loop_t presence; /* the loop's users, its refresh batch timer */
 };
 
 struct gw_node_s {
@@ -150,6 +152,8 @@ struct gw_node_s {
     _Atomic bool is_ready;
     _Atomic bool is_draining; /* between drain_begin and drain_end */
     _Atomic bool is_stopping;
+    /* Subscriptions to join/leave events on the node (gw_presence): none, no event is built. */
+    _Atomic uint64_t presence_listeners;
     /* Shutdown sequencing, main loop only. */
     int stop_step;
     uint32_t stop_acks;

@@ -117,6 +117,7 @@ int gw_session_send(gw_loop_t *lp, gw_session_t *s, const Herald__Frame *f)
         char q[NL_LOG_QUOTE_MAX];
         NL_LOG(NL_DEBUG, "slow_consumer_replies", "conn=%" PRIu64 " user=%s", nl_conn_id(s->conn),
                gw_session_user_quoted(s, q));
+        gw_session_offline(lp, s);
         s->state = GW_SESSION_CLOSING;
         s->close_reason = GW_CLOSE_SLOW_CONSUMER;
         nl_conn_close(s->conn, -ENOBUFS);
@@ -152,6 +153,7 @@ static void session_close_gracefully(gw_loop_t *lp, gw_session_t *s, gw_close_re
     /* A client that did not read its output is closed by that very send, as slow. */
     if (s->state == GW_SESSION_CLOSING)
         return;
+    gw_session_offline(lp, s);
     s->state = GW_SESSION_CLOSING;
     s->close_reason = (uint8_t)reason;
     if (!is_keeping_subs)
@@ -241,8 +243,15 @@ static void session_subscribe(gw_loop_t *lp, gw_session_t *s, const Herald__Fram
         gw_session_error(lp, s, f->id, GW_PERR_ALREADY_SUBSCRIBED, 0);
         return;
     }
-    if (gw_sub_set_count(&s->subs) >= gw_loop_cfg(lp)->max_subscriptions_per_conn) {
+    if (gw_session_presence_sub_count(lp, s) >= gw_loop_cfg(lp)->max_subscriptions_per_conn) {
         gw_session_error(lp, s, f->id, GW_PERR_TOO_MANY_SUBSCRIPTIONS, 0);
+        return;
+    }
+    /* Events first: the listener subscription's join is on its way to the engine before the
+     * channel's SubscribeOk can go out, so every event after that SubscribeOk reaches it. */
+    bool is_listening = f->subscribe && f->subscribe->join_leave;
+    if (is_listening && gw_session_presence_listen(lp, s, name, len) < 0) {
+        gw_session_error(lp, s, f->id, GW_PERR_INTERNAL, 0);
         return;
     }
     if (f->subscribe->recover) {
@@ -251,10 +260,14 @@ static void session_subscribe(gw_loop_t *lp, gw_session_t *s, const Herald__Fram
     }
     gw_sub_entry_t *e = NULL;
     int rc = gw_sub_add(&lp->subs, &s->subs, name, len, gw_sub_hash(name, len), f->id, &e);
-    if (rc == 1)
+    if (rc == 1) {
         session_subscribed(lp, s, f->id, e);
-    else if (rc < 0)
+        gw_session_presence_joined(lp, s, name, len);
+    } else if (rc < 0) {
+        if (is_listening)
+            gw_session_presence_unlisten(lp, s, name, len);
         gw_session_error(lp, s, f->id, GW_PERR_INTERNAL, 0);
+    }
     /* rc == 0: the engine's join answer sends SubscribeOk (session_on_joined). */
 }
 
@@ -268,6 +281,9 @@ static void session_unsubscribe(gw_loop_t *lp, gw_session_t *s, const Herald__Fr
         gw_session_error(lp, s, f->id, GW_PERR_NOT_SUBSCRIBED, 0);
         return;
     }
+    gw_session_presence_unlisten(lp, s, name, len);
+    if (rc == 0)
+        gw_session_presence_left(lp, s, name, len);
     /* Still joining or recovering: its Subscribe will get no SubscribeOk now, and every
      * request is answered. */
     if (rc == 1)
@@ -397,8 +413,7 @@ static void session_dispatch(gw_loop_t *lp, gw_session_t *s, const Herald__Frame
         session_ping(lp, s, f);
         break;
     case HERALD__FRAME__BODY_PRESENCE_REQUEST:
-        /* TODO(#6): presence through the engine. */
-        gw_session_error(lp, s, f->id, GW_PERR_NOT_SUPPORTED, 0);
+        gw_session_presence_request(lp, s, f);
         break;
     default:
         /* Server-to-client frames and an empty body. */
@@ -505,8 +520,11 @@ static void session_on_message(nl_conn_t *c, nl_buf_t *in)
     if (frames == 0 || !was_authenticated || nl_conn_state(c) == NL_CONN_DISCONNECTED)
         return;
     s = nl_conn_data(c);
-    if (s->state == GW_SESSION_AUTHENTICATED)
+    if (s->state == GW_SESSION_AUTHENTICATED) {
         gw_heartbeat_touch(&lp->hb, &s->deadline, gw_session_deadline_ms(lp, s, wall_ms));
+        /* Seen: the next refresh batch carries the user (gw_presence), one flag per read. */
+        s->flags |= GW_SESSION_IS_SEEN;
+    }
 }
 
 /* --- lifecycle ---------------------------------------------------------------------------- */
@@ -567,6 +585,7 @@ static void session_on_close(nl_conn_t *c, int reason)
         return;
     gw_loop_t *lp = gw_loop_current();
     gw_heartbeat_cancel(&lp->hb, &s->deadline);
+    gw_session_offline(lp, s);
     gw_sub_remove_all(&lp->subs, &s->subs);
     gw_close_reason_t why = s->close_reason != GW_SESSION_NO_REASON ? s->close_reason
                             : reason == 0                           ? GW_CLOSE_PEER
@@ -644,6 +663,7 @@ static bool session_slow(gw_loop_t *lp, gw_session_t *s)
         gw_session_t **v = realloc(lp->leaving, cap * sizeof(*v));
         if (!v) {
             /* Cannot remember it for gw_session_deliver: close it now, as a slow consumer. */
+            gw_session_offline(lp, s);
             s->state = GW_SESSION_CLOSING;
             s->close_reason = GW_CLOSE_SLOW_CONSUMER;
             nl_conn_close(s->conn, -ENOMEM);
@@ -730,13 +750,22 @@ static void session_on_joined(gw_sub_set_t *set, uint64_t req_id, int status,
 {
     gw_loop_t *lp = arg;
     gw_session_t *s = gw_session_of_set(set);
-    /* -EAGAIN: the engine could not reach its Redis in time; the client may retry. */
-    if (status == -EAGAIN || status == -ESHUTDOWN)
-        gw_session_error(lp, s, req_id, GW_PERR_BUSY, 1000);
-    else if (status < 0)
-        gw_session_error(lp, s, req_id, GW_PERR_INTERNAL, 0);
-    else
+    size_t len = 0;
+    const char *name = e ? gw_sub_entry_name(e, &len) : NULL;
+    if (status < 0) {
+        /* Request id 0 is a listener subscription's (gw_session_presence.c): the Subscribe's
+         * own channel answers the request. */
+        if (req_id == 0 && (s->flags & GW_SESSION_IS_LISTENER))
+            gw_session_presence_listener_failed(lp, s);
+        /* -EAGAIN: the engine could not reach its Redis in time; the client may retry. */
+        else if (status == -EAGAIN || status == -ESHUTDOWN)
+            gw_session_error(lp, s, req_id, GW_PERR_BUSY, 1000);
+        else
+            gw_session_error(lp, s, req_id, GW_PERR_INTERNAL, 0);
+    } else if (!gw_presence_is_listener(name, len)) {
         session_subscribed(lp, s, req_id, e);
+        gw_session_presence_joined(lp, s, name, len);
+    }
 }
 
 static void session_on_recover_failed(gw_sub_set_t *set, const char *name, size_t len,

@@ -31,6 +31,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "gw_presence.h"
 #include "gw_sub.h"
 #include "netlib/nl_block.h"
 #include "netlib/nl_conn.h"
@@ -56,7 +57,7 @@ typedef enum gw_proto_err_e {
     GW_PERR_NOT_SUBSCRIBED,
     GW_PERR_ALREADY_SUBSCRIBED,
     GW_PERR_ALREADY_CONNECTED, /* a second Connect */
-    GW_PERR_NOT_SUPPORTED,     /* a request this node cannot serve yet (presence) */
+    GW_PERR_NOT_SUPPORTED,     /* a request this node's engine cannot serve */
     GW_PERR_INTERNAL,          /* ENOMEM and the like */
     GW_PERR_CANCELLED,         /* a Subscribe withdrawn by Unsubscribe before it completed */
     GW_PERR_COUNT
@@ -89,6 +90,28 @@ uint64_t gw_session_deliver(gw_loop_t *lp, const gw_sub_entry_t *e, gw_sub_set_t
 /* Frees the loop's table of Subscribe{recover} requests waiting for history (lp->recovering;
  * the loop initialises it with gw_chantab_init). Thread: lp's loop, at its stop. */
 void gw_session_recover_deinit(gw_loop_t *lp);
+
+/* Queues an event block (a PresenceEvent frame) to each of the n listeners (sets embedded in
+ * sessions), except the connection skip_conn (0: none), closing sessions and slow consumers
+ * (output at or past the high-water mark: the event is dropped and counted, never a reason to
+ * disconnect). Changes no subscription, so members stays valid. Returns: how many were queued.
+ * Thread: lp's loop. */
+uint64_t gw_session_deliver_event(gw_loop_t *lp, gw_sub_set_t *const *members, uint32_t n,
+                                  nl_block_t *b, uint64_t skip_conn);
+
+/* The refresh walk: stamps every session of the loop that read a frame since the last walk
+ * with stamp, and returns how many users have a session with that stamp (the batch).
+ * Thread: lp's loop. */
+uint32_t gw_session_presence_sweep(gw_loop_t *lp, uint16_t stamp);
+
+/* lp's share of a presence query for channel chan[0..len): its visible subscribers, at most
+ * limit of them listed. Returns: 0; -ENOMEM (out then holds what fit). Thread: lp's loop.
+ * Ownership: out's buffers are the caller's (gw_online_list_free, free(clients)). */
+int gw_session_presence_collect(gw_loop_t *lp, const char *chan, size_t len, uint32_t limit,
+                                gw_presence_part_t *out);
+
+/* lp's share of user[0..len)'s online status. Thread: lp's loop. */
+void gw_session_online_collect(gw_loop_t *lp, const char *user, size_t len, gw_online_part_t *out);
 
 /* Sends Disconnect{SHUTDOWN, reconnect} to every session of the loop and closes them.
  * Thread: lp's loop. */

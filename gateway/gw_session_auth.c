@@ -138,6 +138,8 @@ static gw_session_t *auth_accept(gw_loop_t *lp, gw_session_t *s, uint64_t id, co
     if (!s)
         return NULL;
     s->state = GW_SESSION_AUTHENTICATED;
+    /* The bit is GW_SESSION_RECOVERING from now on (gw_session_int.h). */
+    s->flags &= (uint8_t)~GW_SESSION_CONNECT_DEFERRED;
     s->n_patterns = n_patterns;
     /* Past 2106 a uint32_t cannot hold it: such a token is treated as never expiring. */
     s->exp_s = exp_s > 0 && exp_s <= (int64_t)UINT32_MAX ? (uint32_t)exp_s : 0;
@@ -146,8 +148,10 @@ static gw_session_t *auth_accept(gw_loop_t *lp, gw_session_t *s, uint64_t id, co
     s->rl_milli = burst_milli > UINT32_MAX ? UINT32_MAX : (uint32_t)burst_milli;
     uint64_t now_ms = nl_loop_now_ms(lp->loop);
     s->rl_ms = (uint32_t)now_ms;
+    s->auth_s = (uint32_t)(nl_wall_ms() / 1000);
     lp->stats.authenticated++;
     lp->stats.auth_ok++;
+    gw_session_online(lp, s);
     gw_heartbeat_set(&lp->hb, &s->deadline, gw_session_deadline_ms(lp, s, nl_wall_ms()));
     auth_send_connect_ok(lp, s, id);
     return s;

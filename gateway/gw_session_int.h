@@ -1,13 +1,16 @@
 /*
- * gw_session_int.h: the session's layout and what gw_session.c (lifecycle, input, delivery)
- * and gw_session_auth.c (Connect and token verification) share. Private to those two files.
+ * gw_session_int.h: the session's layout and what gw_session.c (lifecycle, input, delivery),
+ * gw_session_auth.c (Connect and token verification) and gw_session_presence.c (online status,
+ * presence, join/leave events) share. Private to those three files.
  *
- * Layout (82 bytes before the user id on x86-64, see gw_session_sizeof): the connection
+ * Layout (92 bytes before the user id on x86-64, see gw_session_sizeof): the connection
  * pointer, the deadline wheel entry, the subscription set with two inline slots, the publish
- * token bucket, the token's expiry, state bytes, then after Connect the user id and the
- * token's channel patterns packed inline ("user\0pattern1\0pattern2\0"). The struct is
- * reallocated once, at authentication, when nothing points into it but the wheel entry
- * (re-filed around the realloc) and the connection's data pointer.
+ * token bucket, the token's expiry, the authentication time, state bytes, the user's key in
+ * the loop's online table (gw_online: hash, length, last-seen stamp), then after Connect the
+ * user id and the token's channel patterns packed inline ("user\0pattern1\0pattern2\0"). The
+ * struct is reallocated once, at authentication, when nothing points into it but the wheel
+ * entry (re-filed around the realloc) and the connection's data pointer; it joins the online
+ * table after that.
  */
 #ifndef HERALD_GATEWAY_GW_SESSION_INT_H
 #define HERALD_GATEWAY_GW_SESSION_INT_H
@@ -41,9 +44,16 @@ typedef enum gw_session_state_e {
 /* A Connect was answered BUSY (or INTERNAL): the server, not the client, failed it, so the
  * requests pipelined behind it are answered BUSY until the client sends Connect again. */
 #define GW_SESSION_CONNECT_DEFERRED 0x10u
+#define GW_SESSION_IS_ONLINE 0x20u /* in the loop's online table, visible to presence */
+#define GW_SESSION_IS_SEEN 0x40u   /* read a frame since the last refresh batch */
+/* Subscribed with join_leave at some time: only such sessions may hold listener channels, so
+ * only they look for them. */
+#define GW_SESSION_IS_LISTENER 0x80u
 /* Some subscription waits for its history answer (gw_session_recover.c): delivery asks
- * gw_sub_set_is_recovering before queuing a Push. */
-#define GW_SESSION_RECOVERING 0x20u
+ * gw_sub_set_is_recovering before queuing a Push. It shares its bit with CONNECT_DEFERRED, which
+ * means something only before Connect succeeds, as this does only after (authentication clears
+ * the bit): a flag byte has no ninth bit, and the session no spare byte. */
+#define GW_SESSION_RECOVERING GW_SESSION_CONNECT_DEFERRED
 
 /*
  * The size of a session before Connect. It is reallocated at Connect to hold the user id and
@@ -52,8 +62,9 @@ typedef enum gw_session_state_e {
  * the 64-byte chunks every subscription allocates (index entry, engine channel), where the
  * struct's own 80 bytes (a 96-byte chunk) left a 32-byte remnant behind each of them that
  * nothing could use. Measured with 19,000 connections authenticating in bulk (bench_gw_idle):
- * 22,000 such remnants, 37 bytes of RSS per connection; with 120 a grant of up to 38 bytes
- * (user id, patterns and their NULs) stays in place.
+ * 22,000 such remnants, 37 bytes of RSS per connection; with 120 a grant of up to 28 bytes
+ * (user id, patterns and their NULs) stays in place (38 before the online table's 10 bytes:
+ * bench_gw_idle's grants are 25).
  */
 #define GW_SESSION_PREAUTH_BYTES 120u
 
@@ -70,17 +81,39 @@ typedef struct gw_session_s {
     uint32_t rl_milli; /* publish tokens, in thousandths */
     uint32_t rl_ms;    /* low 32 bits of the loop clock at the last refill */
     uint32_t exp_s;    /* the token's exp claim, Unix seconds; 0: none (insecure mode) */
+    uint32_t auth_s;   /* when Connect succeeded, Unix seconds ("connected since") */
     uint8_t state;     /* gw_session_state_t */
     uint8_t close_reason;
     uint8_t flags;
     uint8_t n_patterns;
-    uint16_t user_len;
+    /* The key the online table files the session under (gw_chantab: the user id follows it);
+     * its spare 16 bits are the last-seen stamp. user_len is the key's name_len. */
+    union {
+        gw_chankey_t user_key;
+        struct {
+            uint32_t user_hash;
+            uint16_t user_len;
+            uint16_t user_seen;
+        };
+    };
     char data[]; /* user id, NUL, patterns (each NUL-terminated) */
 } gw_session_t;
+
+_Static_assert(offsetof(gw_session_t, data) ==
+                   offsetof(gw_session_t, user_key) + sizeof(gw_chankey_t),
+               "the user id must follow its key");
+_Static_assert(offsetof(gw_session_t, user_len) ==
+                   offsetof(gw_session_t, user_key) + offsetof(gw_chankey_t, name_len),
+               "user_len is the key's name_len");
 
 static inline gw_session_t *gw_session_of_set(gw_sub_set_t *set)
 {
     return (gw_session_t *)((char *)set - offsetof(gw_session_t, subs));
+}
+
+static inline gw_session_t *gw_session_of_key(gw_chankey_t *k)
+{
+    return (gw_session_t *)((char *)k - offsetof(gw_session_t, user_key));
 }
 
 /* Sends f on s's connection, counted in frames_out. Returns 0 or a negative errno (the
@@ -131,6 +164,39 @@ void gw_session_recover_failed(gw_loop_t *lp, gw_session_t *s, const char *chan,
 
 /* Whether s's token allows channel name[0..len). */
 bool gw_session_allows(const gw_session_t *s, const char *name, size_t len);
+
+/* --- gw_session_presence.c ---------------------------------------------------------------- */
+
+/* s authenticated: it joins the loop's online table (and the engine hears of a new user).
+ * A session that cannot join (ENOMEM) works on, invisible to presence. */
+void gw_session_online(gw_loop_t *lp, gw_session_t *s);
+
+/* s stops being visible, because it starts closing or is closed: it leaves the online table,
+ * its subscriptions stop counting for presence and, with listeners on the node, each sends a
+ * leave event. Its subscriptions stay in the index (the caller removes them, now or after a
+ * delivery). Idempotent. Safe inside a delivery (events never deliver before it returns). */
+void gw_session_offline(gw_loop_t *lp, gw_session_t *s);
+
+/* The SubscribeOk of channel name[0..len) went to s: it is now visible there (a join event). */
+void gw_session_presence_joined(gw_loop_t *lp, gw_session_t *s, const char *name, size_t len);
+
+/* s unsubscribed from name[0..len) after its SubscribeOk (a leave event). */
+void gw_session_presence_left(gw_loop_t *lp, gw_session_t *s, const char *name, size_t len);
+
+/* Makes s a listener of name[0..len)'s join/leave events. Returns: 0; -ENOMEM. */
+int gw_session_presence_listen(gw_loop_t *lp, gw_session_t *s, const char *name, size_t len);
+
+/* Undoes gw_session_presence_listen (nothing when s does not listen). */
+void gw_session_presence_unlisten(gw_loop_t *lp, gw_session_t *s, const char *name, size_t len);
+
+/* The engine could not join a listener channel for s: gw_sub undid the subscription. */
+void gw_session_presence_listener_failed(gw_loop_t *lp, gw_session_t *s);
+
+/* The channels s is subscribed to, listener channels not counted. */
+uint32_t gw_session_presence_sub_count(const gw_loop_t *lp, const gw_session_t *s);
+
+/* Answers a PresenceRequest. */
+void gw_session_presence_request(gw_loop_t *lp, gw_session_t *s, const Herald__Frame *f);
 
 /* The user id (NUL-terminated; "" before Connect). */
 static inline const char *gw_session_user(const gw_session_t *s)

@@ -115,6 +115,7 @@ static void recover_abort(gw_loop_t *lp, gw_session_t *s, const char *chan, size
 {
     recover_rec_t *r = rec_find(lp, nl_conn_id(s->conn), chan, len);
     recover_update_flag(s);
+    gw_session_presence_unlisten(lp, s, chan, len); /* join/leave events were asked with it */
     if (!r)
         return;
     uint64_t req_id = r->req_id;
@@ -170,6 +171,7 @@ static void recover_on_history(const gw_engine_reply_t *r, const gw_engine_resul
     if (res->status < 0 || !gw_sub_entry_is_active(e)) {
         uint64_t unused;
         (void)gw_sub_remove(&lp->subs, &s->subs, a->chan, a->chan_len, hash, &unused);
+        gw_session_presence_unlisten(lp, s, a->chan, a->chan_len);
         gw_session_error(lp, s, req_id, GW_PERR_INTERNAL, 0);
         return;
     }
@@ -183,6 +185,7 @@ static void recover_on_history(const gw_engine_reply_t *r, const gw_engine_resul
                                  gw_sub_entry_epoch(e), is_recovered, a->is_recoverable);
     if (is_recovered)
         (void)recover_send_missed(lp, s, a);
+    gw_session_presence_joined(lp, s, a->chan, a->chan_len);
 }
 
 /* The entry is live here and the answer needs no history: the client missed nothing, or it
@@ -201,6 +204,7 @@ static bool recover_answer_now(gw_loop_t *lp, gw_session_t *s, uint64_t id, gw_s
     gw_sub_entry_t *added = NULL;
     int rc = gw_sub_add(&lp->subs, &s->subs, name, len, e->key.hash, id, &added);
     if (rc != 1) {
+        gw_session_presence_unlisten(lp, s, name, len);
         gw_session_error(lp, s, id, GW_PERR_INTERNAL, 0);
         return true;
     }
@@ -212,6 +216,7 @@ static bool recover_answer_now(gw_loop_t *lp, gw_session_t *s, uint64_t id, gw_s
     lp->stats.recoveries[result]++;
     gw_session_send_subscribe_ok(lp, s, id, offset, gw_sub_entry_epoch(added), is_recovered,
                                  is_recoverable);
+    gw_session_presence_joined(lp, s, name, len);
     return true;
 }
 
@@ -231,6 +236,7 @@ void gw_session_subscribe_recover(gw_loop_t *lp, gw_session_t *s, const Herald__
     if (!rec || gw_sub_add_recovering(&lp->subs, &s->subs, name, len, hash, NULL) < 0) {
         if (rec)
             rec_free(lp, rec);
+        gw_session_presence_unlisten(lp, s, name, len);
         gw_session_error(lp, s, f->id, GW_PERR_INTERNAL, 0);
         return;
     }

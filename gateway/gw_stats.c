@@ -89,6 +89,25 @@ void gw_stats_snapshot_free(gw_stats_snapshot_t *snap)
 
 /* --- collection --------------------------------------------------------------------------- */
 
+/* Users online, each once: one loop's table is already distinct; several loops' lists are
+ * merged by name (O(users), on the thread that finishes the collection). */
+static int64_t collect_users_online(gw_stats_snapshot_t *snap)
+{
+    int64_t users = (int64_t)snap->loops[0].online_users;
+    gw_online_list_t *lists[GW_NODE_MAX_LOOPS];
+    for (uint32_t i = 0; i < snap->n_loops; i++) {
+        lists[i] = &snap->loops[i].users;
+        /* Without every name the count would be wrong: it is reported as unknown. */
+        if (snap->loops[i].users_err < 0)
+            users = snap->loops[i].users_err;
+    }
+    if (users >= 0 && snap->n_loops > 1)
+        users = gw_online_list_distinct(lists, snap->n_loops);
+    for (uint32_t i = 0; i < snap->n_loops; i++)
+        gw_online_list_free(&snap->loops[i].users);
+    return users;
+}
+
 static void collect_finish(collect_t *col)
 {
     gw_node_t *node = col->node;
@@ -103,6 +122,7 @@ static void collect_finish(collect_t *col)
                      node->engine->ops->is_ready(node->engine);
     snap->is_draining = atomic_load_explicit(&node->is_draining, memory_order_relaxed);
     snap->uptime_ms = nl_now_ms() - node->start_ms;
+    snap->users_online = collect_users_online(snap);
     col->done(snap, col->arg);
     free(col);
 }
@@ -130,8 +150,14 @@ static void collect_loop(void *arg)
     nl_loop_get_stats(lp->loop, &out->loop);
     out->queue_depth = nl_loop_queue_depth(lp->loop);
     out->channels = gw_sub_index_channels(&lp->subs);
-    out->subscriptions = lp->subs.subscriptions;
+    /* Listener channels are the index's too, but not subscriptions anybody asked for. */
+    uint64_t listening = lp->stats.presence_listener_subs;
+    out->subscriptions =
+        lp->subs.subscriptions > listening ? lp->subs.subscriptions - listening : 0;
     col->node->engine->ops->loop_stats(col->node->engine, lp->index, &out->engine);
+    out->online_users = gw_online_users(&lp->presence.online);
+    if (col->node->n_loops > 1)
+        out->users_err = gw_presence_loop_users(lp, &out->users);
     collect_part_done(col);
 }
 
@@ -229,6 +255,7 @@ static void sum_loops(const gw_stats_snapshot_t *snap, totals_t *t)
         /* Engine-wide figures come from one loop only. */
         if (l->engine.redis.n_servers)
             t->engine.redis = l->engine.redis;
+        t->engine.last_seen_records += l->engine.last_seen_records;
     }
 }
 
@@ -414,6 +441,38 @@ static void render_redis(gw_metrics_t *w, const gw_engine_redis_stats_t *r)
                        "Recoveries answered from a Redis stream.", NULL, r->history_fetches);
 }
 
+static void render_presence(gw_metrics_t *w, const totals_t *t, const gw_stats_snapshot_t *snap)
+{
+    /* Unknown (no memory for the names) is left out rather than shown as a wrong figure. */
+    if (snap->users_online >= 0)
+        gw_metrics_gauge(w, "herald_users_online",
+                         "Users with a connection to the node, each counted once.", NULL,
+                         (double)snap->users_online);
+    gw_metrics_gauge(w, "herald_presence_entries",
+                     "Subscriptions visible to presence: (connection, channel) pairs past "
+                     "their SubscribeOk.",
+                     NULL, (double)t->s.presence_entries);
+    gw_metrics_gauge(w, "herald_presence_listeners",
+                     "Subscriptions that asked for join/leave events.", NULL,
+                     (double)t->s.presence_listener_subs);
+    gw_metrics_counter(w, "herald_presence_refreshes_total",
+                       "Online-status refresh batches handed to the engine (one per IO loop "
+                       "per refresh interval at most, whatever the pings).",
+                       NULL, t->s.presence_refreshes);
+    gw_metrics_counter(w, "herald_presence_refreshed_users_total", "Users in those batches.", NULL,
+                       t->s.presence_refreshed_users);
+    gw_metrics_counter(w, "herald_presence_events_total", "Join/leave events published.",
+                       (const char *const[]){"type", "join", NULL}, t->s.presence_joins);
+    gw_metrics_counter(w, "herald_presence_events_total", "Join/leave events published.",
+                       (const char *const[]){"type", "leave", NULL}, t->s.presence_leaves);
+    gw_metrics_counter(w, "herald_presence_event_failures_total",
+                       "Join/leave events lost to a failed allocation or post.", NULL,
+                       t->s.presence_event_failures);
+    gw_metrics_gauge(w, "herald_last_seen_records",
+                     "Users gone offline whose last-seen time is kept.", NULL,
+                     (double)t->engine.last_seen_records);
+}
+
 static void render_pool(gw_metrics_t *w, const gw_stats_snapshot_t *snap)
 {
     const nl_pool_stats_t *p = &snap->pool;
@@ -454,6 +513,7 @@ int gw_stats_render(const gw_stats_snapshot_t *snap, gw_metrics_format_t format,
     render_history(&w, t);
     if (t->engine.redis.n_servers)
         render_redis(&w, &t->engine.redis);
+    render_presence(&w, t, snap);
     render_pool(&w, snap);
     gw_metrics_counter(&w, "herald_admin_requests_total", "Admin HTTP requests.", NULL,
                        snap->http.requests);

@@ -6,8 +6,10 @@
  * Collection: gw_stats_collect posts one closure to every IO loop and one to the accept loop.
  * Each copies its own figures into its slot of a snapshot (a slot per loop, so no two threads
  * write the same bytes) and decrements a remaining count; the thread that brings it to zero
- * adds the thread-safe figures (worker pool, HTTP server) and hands the snapshot to the
- * callback. gw_stats_render writes a snapshot as Prometheus text or JSON through gw_metrics.
+ * adds the thread-safe figures (worker pool, HTTP server), counts the distinct users over the
+ * loops' user lists (a user connected through several loops is one user online), and hands
+ * the snapshot to the callback. gw_stats_render writes a snapshot as Prometheus text or JSON
+ * through gw_metrics.
  *
  * Thread: a gw_stats_t belongs to its loop. gw_stats_collect may be called from any thread
  * (the HTTP thread); the callback runs on whichever loop replied last.
@@ -23,6 +25,7 @@
 #include "gw_engine.h"
 #include "gw_http.h"
 #include "gw_metrics.h"
+#include "gw_online.h"
 #include "netlib/nl_conn.h"
 #include "netlib/nl_hist.h"
 #include "netlib/nl_loop.h"
@@ -82,6 +85,15 @@ typedef struct gw_stats_s {
     uint64_t drained;          /* sessions told to go by a drain (SIGTERM) */
     uint64_t auth_ok_previous; /* of auth_ok: tokens signed with a previous secret */
     uint64_t recoveries[GW_RECOVERY_RESULTS]; /* Subscribe{recover} answers by result */
+    /* Presence (gw_presence). Gauges are counted up and down by this loop; summed like the
+     * counters. */
+    uint64_t presence_entries;         /* gauge: visible (connection, channel) subscriptions */
+    uint64_t presence_listener_subs;   /* gauge: subscriptions to join/leave events */
+    uint64_t presence_refreshes;       /* refresh batches handed to the engine */
+    uint64_t presence_refreshed_users; /* users in them */
+    uint64_t presence_joins;           /* join events published */
+    uint64_t presence_leaves;          /* leave events published */
+    uint64_t presence_event_failures;  /* events lost to a failed allocation or post */
     nl_hist_t latency_ns;  /* publish (engine accepted) to queued on this loop's sockets */
     nl_hist_t flush_ns;    /* publish to written to this loop's subscribers' sockets */
     nl_hist_t loop_lag_us; /* per iteration: time spent outside epoll_wait */
@@ -96,6 +108,9 @@ typedef struct gw_stats_loop_snap_s {
     uint64_t channels;      /* subscription index entries */
     uint64_t subscriptions; /* (connection, channel) pairs */
     gw_engine_stats_t engine;
+    uint64_t online_users;  /* users with a session on this loop */
+    gw_online_list_t users; /* their names, with several loops (freed by the collection) */
+    int users_err;          /* the list is incomplete (-ENOMEM) */
 } gw_stats_loop_snap_t;
 
 typedef struct gw_stats_snapshot_s {
@@ -109,6 +124,7 @@ typedef struct gw_stats_snapshot_s {
     bool is_draining;
     uint64_t uptime_ms;
     uint64_t max_connections; /* the configured limit, for "near max" alerts */
+    int64_t users_online;     /* distinct users over every loop; negative errno if unknown */
 } gw_stats_snapshot_t;
 
 typedef struct gw_node_s gw_node_t;

@@ -186,6 +186,12 @@ static inline uint32_t gw_sub_set_count(const gw_sub_set_t *set)
     return set->count;
 }
 
+/* Slot i (< gw_sub_set_count) of set: the entry of one of its channels. */
+static inline const gw_sub_entry_t *gw_sub_set_entry(const gw_sub_set_t *set, uint32_t i)
+{
+    return set->cap == 0 ? set->u.inl[i] : set->u.heap[i];
+}
+
 /* Frees a set's heap slots; for a set already removed from every channel (or whose index was
  * deinit'ed). */
 void gw_sub_set_deinit(gw_sub_set_t *set);

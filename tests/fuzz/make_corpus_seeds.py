@@ -76,7 +76,8 @@ def config():
     env = [b"HERALD_NODE_ID=n1", b"HERALD_TOKEN_SECRET=0123456789abcdef",
            b"HERALD_LISTEN=[::1]:7400", b"HERALD_PING_INTERVAL=10s", b"HERALD_MAX_FRAME=128KiB",
            b"HERALD_INSECURE=yes", b"HERALD_SLOW_CONSUMER=disconnect", b"HERALD_LOG_LEVEL=debug",
-           b"HERALD_TOKEN_PREVIOUS_SECRETS=old-secret-0123456789, older-secret-0123456"]
+           b"HERALD_TOKEN_PREVIOUS_SECRETS=old-secret-0123456789, older-secret-0123456",
+           b"HERALD_PRESENCE_REFRESH_INTERVAL=2s", b"HERALD_PRESENCE_LAST_SEEN_MAX=0"]
     seeds = {
         "value_duration": b"\x00" + b"25s",
         "value_size": b"\x00" + b"64KiB",
@@ -86,7 +87,8 @@ def config():
         "file_small": b"\x01" + b"[server]\nlisten = 127.0.0.1:9000\nnode_id = n-1\n"
                       b"[auth]\nsecret = 0123456789abcdef ; comment\n"
                       b"previous_secrets = fedcba9876543210,  0123456789abcdeX\n"
-                      b"[limits]\nping_interval = 5s\nmax_frame = 1m\n",
+                      b"[limits]\nping_interval = 5s\nmax_frame = 1m\n"
+                      b"[presence]\nmax_clients = 0\nlast_seen_ttl = 30d\n",
         "file_errors": b"\x01" + b"orphan = 1\n[server]\nport = 70000\nport = 1\njust words\n"
                        b"[limits\n[nosuch]\na = 1\n",
         "env": b"\x02" + b"\x00".join(env),

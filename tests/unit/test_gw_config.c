@@ -75,6 +75,10 @@ static void test_gw_config_defaults(void **state)
     assert_int_equal(c.publish_burst, 200);
     assert_int_equal(c.output_high_water_bytes, 1024 * 1024);
     assert_int_equal(c.slow_consumer, GW_SLOW_DROP);
+    assert_int_equal(c.presence_max_clients, 1000);
+    assert_int_equal(c.presence_refresh_ms, 5000);
+    assert_int_equal(c.presence_last_seen_ttl_ms, 24 * 3600 * 1000);
+    assert_int_equal(c.presence_last_seen_max, 100000);
     assert_int_equal(c.engine, GW_ENGINE_MEMORY);
     assert_string_equal(c.redis, "127.0.0.1:6379");
     assert_int_equal(c.redis_timeout_ms, 2000);
@@ -537,6 +541,10 @@ static void test_gw_config_usage_names_every_source(void **state)
         "default 1MiB",
         "--log-level LEVEL",
         "[limits]",
+        "[presence]",
+        "--presence-refresh-interval DURATION",
+        "HERALD_PRESENCE_MAX_CLIENTS",
+        "default 1d",
         "--check-config FILE",
         "default (none)",
         "--token-previous-secrets TEXT",
@@ -776,6 +784,10 @@ static void test_gw_config_print_round_trip(void **state)
     a.publish_burst = 1;
     a.output_high_water_bytes = 1u << 30;
     a.slow_consumer = GW_SLOW_DISCONNECT;
+    a.presence_max_clients = 0;
+    a.presence_refresh_ms = 1500;
+    a.presence_last_seen_ttl_ms = 7 * 86400000ull;
+    a.presence_last_seen_max = 17;
     a.engine = GW_ENGINE_REDIS;
     strcpy(a.redis, "redis.local:1234,10.0.0.2:6379");
     a.redis_timeout_ms = 750;

@@ -1,7 +1,10 @@
 /*
  * test_gw_metrics: exact Prometheus text for a small document, a line checker for the
  * exposition rules (TYPE before samples, families contiguous, sample syntax), escaping, every
- * sticky error, the same figures as JSON (parsed back with jansson), and nl_hist buckets.
+ * sticky error, the same figures as JSON (parsed back with jansson), and nl_hist buckets. Then
+ * herald's own figures as gw_stats_render writes them from a snapshot: the presence families
+ * (users online once per node, per-loop gauges and counters summed, the engine's last-seen
+ * records), in Prometheus text and JSON.
  */
 #include <errno.h>
 #include <math.h>
@@ -17,6 +20,7 @@
 #include <jansson.h>
 
 #include "gw_metrics.h"
+#include "gw_stats.h"
 
 #define LABELS(...) ((const char *const[]){__VA_ARGS__, NULL})
 
@@ -427,6 +431,94 @@ static void test_gw_metrics_large(void **state)
     free(text);
 }
 
+/* The sample line of family{labels} in Prometheus text, or fails. */
+static double prom_value(const char *text, const char *sample)
+{
+    char want[160];
+    snprintf(want, sizeof(want), "\n%s ", sample);
+    const char *p = strstr(text, want);
+    if (!p)
+        fail_msg("no sample %s", sample);
+    return strtod(p + strlen(want), NULL);
+}
+
+/* A two-loop snapshot with the presence figures set; the rest is zero. */
+static gw_stats_snapshot_t *presence_snapshot(int64_t users_online)
+{
+    gw_stats_snapshot_t *snap = calloc(1, sizeof(*snap));
+    assert_non_null(snap);
+    snap->n_loops = 2;
+    snap->loops = calloc(2, sizeof(*snap->loops));
+    assert_non_null(snap->loops);
+    snap->users_online = users_online;
+    for (int i = 0; i < 2; i++) {
+        gw_stats_t *st = &snap->loops[i].s;
+        st->presence_entries = 10 + (uint64_t)i;
+        st->presence_listener_subs = 2;
+        st->presence_refreshes = 7;
+        st->presence_refreshed_users = 70;
+        st->presence_joins = 5 + (uint64_t)i;
+        st->presence_leaves = 3;
+        st->presence_event_failures = (uint64_t)i;
+        snap->loops[i].engine.last_seen_records = 100;
+        snap->loops[i].engine.channels = 4;
+        snap->loops[i].subscriptions = 9;
+    }
+    return snap;
+}
+
+static void test_gw_metrics_herald_presence(void **state)
+{
+    (void)state;
+    gw_stats_snapshot_t *snap = presence_snapshot(42);
+    char *text = NULL;
+    size_t len = 0;
+    assert_int_equal(gw_stats_render(snap, GW_METRICS_PROMETHEUS, &text, &len), 0);
+    assert_true(prom_value(text, "herald_users_online") == 42);
+    assert_true(prom_value(text, "herald_presence_entries") == 21);
+    assert_true(prom_value(text, "herald_presence_listeners") == 4);
+    assert_true(prom_value(text, "herald_presence_refreshes_total") == 14);
+    assert_true(prom_value(text, "herald_presence_refreshed_users_total") == 140);
+    assert_true(prom_value(text, "herald_presence_events_total{type=\"join\"}") == 11);
+    assert_true(prom_value(text, "herald_presence_events_total{type=\"leave\"}") == 6);
+    assert_true(prom_value(text, "herald_presence_event_failures_total") == 1);
+    assert_true(prom_value(text, "herald_last_seen_records") == 200);
+    assert_true(prom_value(text, "herald_channels") == 8);
+    assert_true(prom_value(text, "herald_subscriptions") == 18);
+    assert_non_null(strstr(text, "# TYPE herald_users_online gauge\n"));
+    assert_non_null(strstr(text, "# TYPE herald_presence_refreshes_total counter\n"));
+    free(text);
+
+    /* The same figures as JSON. */
+    assert_int_equal(gw_stats_render(snap, GW_METRICS_JSON, &text, &len), 0);
+    json_error_t err;
+    json_t *doc = json_loads(text, 0, &err);
+    if (doc == NULL)
+        fail_msg("invalid JSON (%s)", err.text);
+    json_t *users = json_object_get(doc, "herald_users_online");
+    assert_string_equal(json_string_value(json_object_get(users, "type")), "gauge");
+    json_t *u0 = json_array_get(json_object_get(users, "samples"), 0);
+    assert_int_equal(json_integer_value(json_object_get(u0, "value")), 42);
+    json_t *events =
+        json_object_get(json_object_get(doc, "herald_presence_events_total"), "samples");
+    assert_int_equal(json_array_size(events), 2);
+    json_t *joins = json_array_get(events, 0);
+    assert_string_equal(
+        json_string_value(json_object_get(json_object_get(joins, "labels"), "type")), "join");
+    assert_int_equal(json_integer_value(json_object_get(joins, "value")), 11);
+    json_decref(doc);
+    free(text);
+    gw_stats_snapshot_free(snap);
+
+    /* Users online unknown (the names could not be gathered): left out, not a wrong 0. */
+    snap = presence_snapshot(-ENOMEM);
+    assert_int_equal(gw_stats_render(snap, GW_METRICS_PROMETHEUS, &text, &len), 0);
+    assert_null(strstr(text, "herald_users_online"));
+    assert_non_null(strstr(text, "\nherald_presence_entries 21\n"));
+    free(text);
+    gw_stats_snapshot_free(snap);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -437,6 +529,7 @@ int main(void)
         cmocka_unit_test(test_gw_metrics_json),
         cmocka_unit_test(test_gw_metrics_hist_nl),
         cmocka_unit_test(test_gw_metrics_large),
+        cmocka_unit_test(test_gw_metrics_herald_presence),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
