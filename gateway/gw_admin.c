@@ -3,7 +3,8 @@
  *
  * POST /api/publish goes to the engine with no reply loop: the channel's owner loop answers
  * the HTTP request itself (gw_http_respond is safe from any thread), so a publish costs one
- * post and no extra hop back.
+ * post and no extra hop back. The presence and online queries do the same: the loop that
+ * merges the engine's answer writes the JSON (jansson) and answers.
  */
 #include "gw_admin.h"
 
@@ -13,10 +14,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <jansson.h>
+
 #include "gw_channel_name.h"
 #include "gw_engine.h"
 #include "gw_node.h"
+#include "gw_presence.h"
 #include "gw_stats.h"
+#include "gw_token.h"
 #include "netlib/nl_common.h"
 #include "netlib/nl_log.h"
 
@@ -44,16 +49,25 @@ static void admin_published(const gw_engine_reply_t *r, const gw_engine_result_t
     gw_http_respond(req, 200, NULL, body, (size_t)n);
 }
 
-static void admin_publish(gw_http_req_t *req, void *arg)
+/* The ?channel= of req when it is a valid channel name, else NULL. The decoded length, not
+ * strlen: "a%00b" must be refused, not taken for "a". */
+static const char *admin_channel(gw_http_req_t *req, gw_node_t *node, size_t *len)
 {
-    gw_node_t *node = arg;
-    /* The decoded length, not strlen: "a%00b" must be refused, not published to "a". */
-    size_t chan_len = 0;
-    const char *chan = gw_http_req_query_n(req, "channel", &chan_len);
+    const char *chan = gw_http_req_query_n(req, "channel", len);
     gw_config_snap_t *snap = gw_node_config_acquire(node);
     uint32_t max_channel_bytes = snap->cfg.max_channel_bytes;
     gw_config_snap_unref(snap);
-    if (!chan || gw_channel_name_check(chan, chan_len, max_channel_bytes) != GW_CHANNEL_OK) {
+    if (!chan || gw_channel_name_check(chan, *len, max_channel_bytes) != GW_CHANNEL_OK)
+        return NULL;
+    return chan;
+}
+
+static void admin_publish(gw_http_req_t *req, void *arg)
+{
+    gw_node_t *node = arg;
+    size_t chan_len = 0;
+    const char *chan = admin_channel(req, node, &chan_len);
+    if (!chan) {
         gw_http_respond_error(req, 400, "bad or missing channel");
         return;
     }
@@ -69,6 +83,140 @@ static void admin_publish(gw_http_req_t *req, void *arg)
         gw_http_respond_error(req, 503, "shutting down");
     else if (err < 0)
         gw_http_respond_error(req, 500, nl_strerror(err));
+}
+
+/* --- presence and online status --------------------------------------------------------- */
+
+/* Answers req with j (consumed) as compact JSON, or 500 when it cannot be written. */
+static void admin_respond_json(gw_http_req_t *req, json_t *j)
+{
+    char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
+    json_decref(j);
+    if (!text) {
+        gw_http_respond_error(req, 500, "out of memory");
+        return;
+    }
+    gw_http_respond(req, 200, NULL, text, strlen(text));
+    free(text);
+}
+
+/* {"channel": C, "num_clients": N, "num_users": U, "truncated": B, "clients": [{"user": ...,
+ * "client_id": ..., "connected_at_ms": ...}]} */
+static void admin_presence_done(const gw_engine_reply_t *r, const gw_engine_result_t *res)
+{
+    gw_http_req_t *req = r->ptr;
+    if (res->status < 0) {
+        gw_http_respond_error(req, 500, nl_strerror(res->status));
+        return;
+    }
+    const gw_presence_result_t *p = res->data;
+    json_t *clients = json_array();
+    for (uint32_t i = 0; clients && i < p->n_clients; i++)
+        json_array_append_new(clients,
+                              json_pack("{s:s, s:s, s:I}", "user", p->clients[i].user, "client_id",
+                                        p->clients[i].client_id, "connected_at_ms",
+                                        (json_int_t)p->clients[i].connected_at_ms));
+    admin_respond_json(req,
+                       json_pack("{s:s, s:I, s:I, s:b, s:o*}", "channel", p->chan, "num_clients",
+                                 (json_int_t)p->num_clients, "num_users", (json_int_t)p->num_users,
+                                 "truncated", p->is_truncated, "clients", clients));
+}
+
+/* An engine query for an admin request: answers the errors it returns itself. */
+static void admin_query_failed(gw_http_req_t *req, int err)
+{
+    if (err == -ESHUTDOWN)
+        gw_http_respond_error(req, 503, "shutting down");
+    else if (err == -ENOTSUP)
+        gw_http_respond_error(req, 501, "not supported by this engine");
+    else
+        gw_http_respond_error(req, 500, nl_strerror(err));
+}
+
+static void admin_presence(gw_http_req_t *req, void *arg)
+{
+    gw_node_t *node = arg;
+    size_t len = 0;
+    const char *chan = admin_channel(req, node, &len);
+    if (!chan) {
+        gw_http_respond_error(req, 400, "bad or missing channel");
+        return;
+    }
+    gw_engine_reply_t reply = {.loop = NULL, .cb = admin_presence_done, .ptr = req};
+    int err = node->engine->ops->presence(node->engine, chan, len, &reply);
+    if (err < 0)
+        admin_query_failed(req, err);
+}
+
+/* {"user": U, "online": B, "connections": N, "nodes": [...], "since_ms": T (online only),
+ * "last_seen_ms": T or null (never seen, or forgotten)}. */
+static void admin_online_done(const gw_engine_reply_t *r, const gw_engine_result_t *res)
+{
+    gw_http_req_t *req = r->ptr;
+    if (res->status < 0) {
+        gw_http_respond_error(req, 500, nl_strerror(res->status));
+        return;
+    }
+    const gw_online_result_t *o = res->data;
+    json_t *nodes = json_array();
+    for (uint32_t i = 0; nodes && i < o->n_nodes; i++)
+        json_array_append_new(nodes, json_string(o->nodes[i]));
+    json_t *j =
+        json_pack("{s:s%, s:b, s:I, s:o*}", "user", o->user, o->user_len, "online",
+                  o->connections > 0, "connections", (json_int_t)o->connections, "nodes", nodes);
+    if (j && o->connections > 0)
+        json_object_set_new(j, "since_ms", json_integer((json_int_t)o->since_ms));
+    if (j)
+        json_object_set_new(j, "last_seen_ms",
+                            o->last_seen_ms ? json_integer((json_int_t)o->last_seen_ms)
+                                            : json_null());
+    admin_respond_json(req, j);
+}
+
+/* {"users": N, "connections": M} */
+static void admin_online_counts_done(const gw_engine_reply_t *r, const gw_engine_result_t *res)
+{
+    gw_http_req_t *req = r->ptr;
+    if (res->status < 0) {
+        gw_http_respond_error(req, 500, nl_strerror(res->status));
+        return;
+    }
+    const gw_online_counts_t *c = res->data;
+    admin_respond_json(req, json_pack("{s:I, s:I}", "users", (json_int_t)c->users, "connections",
+                                      (json_int_t)c->connections));
+}
+
+/* Whether user[0..len) can be a user id: a token's sub is a JSON string of
+ * 1..GW_TOKEN_SUB_MAX bytes, so UTF-8 without NUL (jansson checks the UTF-8). */
+static bool admin_is_user_id(const char *user, size_t len)
+{
+    if (len == 0 || len > GW_TOKEN_SUB_MAX || memchr(user, '\0', len))
+        return false;
+    json_t *s = json_stringn(user, len);
+    json_decref(s);
+    return s != NULL;
+}
+
+/* GET /api/online?user=U for one user, GET /api/online for the counts. */
+static void admin_online(gw_http_req_t *req, void *arg)
+{
+    gw_node_t *node = arg;
+    size_t len = 0;
+    const char *user = gw_http_req_query_n(req, "user", &len);
+    gw_engine_reply_t reply = {.loop = NULL, .ptr = req};
+    int err;
+    if (!user) {
+        reply.cb = admin_online_counts_done;
+        err = node->engine->ops->online_counts(node->engine, &reply);
+    } else if (!admin_is_user_id(user, len)) {
+        gw_http_respond_error(req, 400, "bad user");
+        return;
+    } else {
+        reply.cb = admin_online_done;
+        err = node->engine->ops->online(node->engine, user, len, &reply);
+    }
+    if (err < 0)
+        admin_query_failed(req, err);
 }
 
 /* --- metrics and stats -------------------------------------------------------------------- */
@@ -151,6 +299,10 @@ int gw_admin_register(gw_http_t *http, gw_node_t *node)
         err = gw_http_route(http, "GET", "/metrics", admin_metrics, node);
     if (err == 0)
         err = gw_http_route(http, "GET", "/api/stats", admin_stats, node);
+    if (err == 0)
+        err = gw_http_route(http, "GET", "/api/presence", admin_presence, node);
+    if (err == 0)
+        err = gw_http_route(http, "GET", "/api/online", admin_online, node);
     if (err == 0)
         err = gw_http_route_public(http, "GET", "/healthz", admin_healthz, node);
     if (err == 0)

@@ -6,6 +6,16 @@
  *   POST /api/publish?channel=C   body = payload (raw bytes). 200 {"offset":N,
  *                                 "epoch":"<16 hex>"}; 400 for a bad or missing channel;
  *                                 503 while the node stops.
+ *   GET  /api/presence?channel=C  who is in channel C: 200 {"channel":C,"num_clients":N,
+ *                                 "num_users":U,"truncated":B,"clients":[{"user":...,
+ *                                 "client_id":...,"connected_at_ms":...}]} (at most
+ *                                 [presence] max_clients listed; the counts are exact);
+ *                                 400 for a bad or missing channel.
+ *   GET  /api/online?user=U       one user's status: 200 {"user":U,"online":B,
+ *                                 "connections":N,"nodes":[...],"since_ms":T (online only),
+ *                                 "last_seen_ms":T or null}; 400 for an empty, over-long or
+ *                                 non-UTF-8 user id.
+ *   GET  /api/online              200 {"users":N,"connections":M}: users online, each once.
  *   GET  /metrics                 Prometheus text (gw_stats_render).
  *   GET  /api/stats               the same figures as JSON.
  *   GET  /healthz                 200 {"status":"ok"} while the process runs (no API key).
