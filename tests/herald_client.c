@@ -128,6 +128,19 @@ const char *test_frame_str(const Herald__Frame *f, char *buf, size_t cap)
                  f->connect_ok->client_id, f->connect_ok->ping_interval_ms,
                  f->connect_ok->idle_timeout_ms);
         break;
+    case HERALD__FRAME__BODY_PRESENCE_EVENT: {
+        const Herald__PresenceEvent *e = f->presence_event;
+        const Herald__ClientInfo *who = e->n_joined ? e->joined[0] : e->n_left ? e->left[0] : NULL;
+        snprintf(p, left, " channel=%s joined=%zu left=%zu first: user=%s client=%s", e->channel,
+                 e->n_joined, e->n_left, who ? who->user_id : "-", who ? who->client_id : "-");
+        break;
+    }
+    case HERALD__FRAME__BODY_PRESENCE_RESPONSE:
+        snprintf(p, left, " channel=%s clients=%zu num_clients=%u num_users=%u truncated=%d",
+                 f->presence_response->channel, f->presence_response->n_clients,
+                 f->presence_response->num_clients, f->presence_response->num_users,
+                 (int)f->presence_response->truncated);
+        break;
     default:
         break;
     }
