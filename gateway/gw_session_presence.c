@@ -162,6 +162,8 @@ void gw_session_presence_left(gw_loop_t *lp, gw_session_t *s, const char *name, 
 int gw_session_presence_listen(gw_loop_t *lp, gw_session_t *s, const char *name, size_t len)
 {
     char lname[GW_CHANNEL_NAME_MAX_LIMIT + 1];
+    if (len > GW_CHANNEL_NAME_MAX_LIMIT)
+        return -EINVAL; /* callers pass checked names: never more than lname holds */
     size_t llen = gw_presence_listen_name(lname, name, len);
     bool is_counted = (s->flags & GW_SESSION_IS_ONLINE) != 0;
     /* Counted and flagged before the add: a join that fails at once is answered inside it
@@ -180,9 +182,9 @@ int gw_session_presence_listen(gw_loop_t *lp, gw_session_t *s, const char *name,
 
 void gw_session_presence_unlisten(gw_loop_t *lp, gw_session_t *s, const char *name, size_t len)
 {
-    if (!(s->flags & GW_SESSION_IS_LISTENER))
-        return;
     char lname[GW_CHANNEL_NAME_MAX_LIMIT + 1];
+    if (!(s->flags & GW_SESSION_IS_LISTENER) || len > GW_CHANNEL_NAME_MAX_LIMIT)
+        return;
     size_t llen = gw_presence_listen_name(lname, name, len);
     uint64_t unused;
     int rc = gw_sub_remove(&lp->subs, &s->subs, lname, llen, gw_sub_hash(lname, llen), &unused);
