@@ -57,6 +57,7 @@ typedef struct gw_node_s gw_node_t;
 typedef struct gw_engine_reply_s gw_engine_reply_t;
 typedef struct gw_config_s gw_config_t;
 typedef struct gw_event_s gw_event_t;
+typedef struct gw_presence_client_s gw_presence_client_t;
 typedef struct gw_presence_batch_s gw_presence_batch_t;
 
 /* What a request produced: status 0 or a negative errno (-ENOMEM, -ESHUTDOWN, ...); for a
@@ -144,6 +145,9 @@ typedef struct gw_engine_stats_s {
 
 typedef struct gw_engine_ops_s {
     const char *name;
+    /* Shared by several nodes: a join or leave on one node may have listeners on another, so
+     * events are always published (the node-wide listener count says nothing). */
+    bool is_shared;
     /* Publishes payload[0..len) to channel chan[0..chan_len) (already validated).
      * Returns: 0 (reply->cb will run once); -ENOMEM; -ESHUTDOWN (the callback will not run).
      * Callbacks: reply->cb may run before this returns when the caller already is where the
@@ -179,6 +183,14 @@ typedef struct gw_engine_ops_s {
      * that channel before. Takes its own reference; never delivers before returning (the
      * caller may be inside a delivery). Thread: an IO loop. */
     void (*event)(gw_engine_t *e, gw_event_t *ev);
+    /* Subscriber who became visible in channel chan (its SubscribeOk went out) / left it
+     * (unsubscribed, or its session began closing). An engine shared by nodes records these
+     * for presence; the memory engine reads its loops instead (both may be NULL).
+     * Thread: loop loop_index; who is valid during the call. */
+    void (*presence_add)(gw_engine_t *e, uint32_t loop_index, const char *chan, size_t len,
+                         const gw_presence_client_t *who);
+    void (*presence_remove)(gw_engine_t *e, uint32_t loop_index, const char *chan, size_t len,
+                            const char *client_id);
     /* Asks for chan's messages after offset since in epoch, for a subscriber on loop
      * loop_index (hash = gw_sub_hash(chan)); reply->loop must be that loop, where reply->cb
      * gets a gw_engine_history_t in res->data, ordered as the header says. An answer whose

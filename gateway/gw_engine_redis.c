@@ -330,64 +330,6 @@ void re_hist_answer(redis_engine_t *re, re_hist_req_t *req)
 
 /* --- the rest of the vtable --------------------------------------------------------------- */
 
-static int re_presence(gw_engine_t *e, const char *chan, size_t chan_len,
-                       const gw_engine_reply_t *reply)
-{
-    NL_UNUSED(e);
-    NL_UNUSED(chan);
-    NL_UNUSED(chan_len);
-    NL_UNUSED(reply);
-    return -ENOTSUP;
-}
-
-/* Presence and online status through Redis come with their own change; until then the Redis
- * engine answers the queries NOT_SUPPORTED and keeps no status. */
-static int re_online(gw_engine_t *e, const char *user, size_t len, const gw_engine_reply_t *reply)
-{
-    NL_UNUSED(e);
-    NL_UNUSED(user);
-    NL_UNUSED(len);
-    NL_UNUSED(reply);
-    return -ENOTSUP;
-}
-
-static int re_online_counts(gw_engine_t *e, const gw_engine_reply_t *reply)
-{
-    NL_UNUSED(e);
-    NL_UNUSED(reply);
-    return -ENOTSUP;
-}
-
-static void re_user_online(gw_engine_t *e, uint32_t loop_index, const char *user, size_t len)
-{
-    NL_UNUSED(e);
-    NL_UNUSED(loop_index);
-    NL_UNUSED(user);
-    NL_UNUSED(len);
-}
-
-static void re_user_offline(gw_engine_t *e, uint32_t loop_index, const char *user, size_t len,
-                            uint64_t at_ms)
-{
-    NL_UNUSED(e);
-    NL_UNUSED(loop_index);
-    NL_UNUSED(user);
-    NL_UNUSED(len);
-    NL_UNUSED(at_ms);
-}
-
-static void re_refresh(gw_engine_t *e, const gw_presence_batch_t *batch)
-{
-    NL_UNUSED(e);
-    NL_UNUSED(batch);
-}
-
-static void re_event(gw_engine_t *e, gw_event_t *ev)
-{
-    NL_UNUSED(e);
-    NL_UNUSED(ev);
-}
-
 static bool re_is_recoverable(gw_engine_t *e, uint32_t loop_index, const char *chan,
                               size_t chan_len)
 {
@@ -504,6 +446,7 @@ static void re_on_functions_loaded(gw_redis_link_t *l, redisReply *reply, void *
     }
     NL_LOG(NL_INFO, "redis_ready", "server=%s", sh->name);
     re_set_shard_ready(sh, true);
+    re_presence_server_ready(sh->re);
 }
 
 static void re_on_link_up(gw_redis_link_t *l, void *arg)
@@ -534,6 +477,7 @@ static void re_on_tick(nl_timer_t *t, void *arg)
         atomic_store_explicit(&re->shards[i].pending, gw_redis_link_pending(re->shards[i].link),
                               memory_order_relaxed);
     re_chans_tick(re);
+    re_presence_tick(re);
 }
 
 static int re_shard_start(redis_engine_t *re, re_shard_t *sh, const gw_config_server_t *srv)
@@ -658,6 +602,7 @@ static void re_free(gw_engine_t *e)
 
 static const gw_engine_ops_t re_ops = {
     .name = "redis",
+    .is_shared = true,
     .publish = re_publish,
     .join = re_join,
     .leave = re_leave,
@@ -668,6 +613,8 @@ static const gw_engine_ops_t re_ops = {
     .user_offline = re_user_offline,
     .refresh = re_refresh,
     .event = re_event,
+    .presence_add = re_presence_add,
+    .presence_remove = re_presence_remove,
     .history = re_history,
     .is_recoverable = re_is_recoverable,
     .tick = re_tick,
@@ -694,6 +641,12 @@ int gw_engine_redis_new(gw_engine_t **out, gw_node_t *node)
     re->n_shards = (uint32_t)n;
     re->timeout_ms = cfg->redis_timeout_ms;
     re->max_pending = cfg->redis_max_pending;
+    /* A connected user is refreshed at least once per idle timeout (its pings are activity);
+     * two refresh intervals of slack cover a batch in flight. */
+    re->presence_refresh_ms = cfg->presence_refresh_ms;
+    re->presence_ttl_ms = cfg->idle_timeout_ms + 2 * cfg->presence_refresh_ms;
+    re->last_seen_ttl_ms = cfg->presence_last_seen_ttl_ms;
+    re->presence_max_clients = cfg->presence_max_clients;
     if (getrandom(&re->epoch_seed, sizeof(re->epoch_seed), 0) != sizeof(re->epoch_seed))
         re->epoch_seed = nl_now_ns() ^ ((uint64_t)getpid() << 32);
     re->shards = calloc((size_t)n, sizeof(*re->shards));

@@ -255,6 +255,11 @@ void re_chan_on_message(gw_redis_sub_t *s, const char *pubsub, size_t pubsub_len
     re_chan_t *c = chan_find(re, name, name_len, hash);
     if (!c)
         return; /* nobody here subscribes any more (an UNSUBSCRIBE on its way) */
+    if (gw_presence_is_listener(name, name_len)) {
+        if (c->state == RE_ACTIVE)
+            (void)re_presence_on_event(re, c, data, len);
+        return;
+    }
     gw_redis_msg_t msg;
     gw_redis_msg_parse(data, len, &msg);
     uint64_t time_ms = msg.is_sequenced ? msg.time_ms : nl_wall_ms();
@@ -397,7 +402,15 @@ void re_chan_on_subscribed(gw_redis_sub_t *s, const char *pubsub, size_t pubsub_
     if (!name)
         return;
     re_chan_t *c = chan_find(re, name, len, gw_sub_hash(name, len));
-    if (c && (c->state == RE_SUBSCRIBING || c->state == RE_ACTIVE))
+    if (!c)
+        return;
+    /* A listener channel carries events only: no offsets to ask for. */
+    if (gw_presence_is_listener(name, len)) {
+        if (c->state != RE_ACTIVE)
+            chan_became_active(re, c);
+        return;
+    }
+    if (c->state == RE_SUBSCRIBING || c->state == RE_ACTIVE)
         chan_ask_latest(re, c);
 }
 

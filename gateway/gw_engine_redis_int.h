@@ -21,6 +21,7 @@
 #include "gw_hashring.h"
 #include "gw_history.h"
 #include "gw_node.h"
+#include "gw_presence.h"
 #include "gw_redis_link.h"
 #include "gw_redis_sub.h"
 #include "netlib/nl_loop_thread.h"
@@ -112,6 +113,12 @@ struct redis_engine_s {
     nl_timer_t *tick;
     uint64_t epoch_seed;
     bool is_detached; /* no more posts to IO loops (shutdown) */
+    /* Presence settings, read at start. */
+    uint64_t presence_ttl_ms;
+    uint64_t presence_refresh_ms;
+    uint64_t last_seen_ttl_ms;
+    uint32_t presence_max_clients;
+    uint64_t next_heartbeat_ms; /* E only */
     /* Each IO loop's copy, read on that loop (is_recoverable). */
     gw_history_rules_t *loop_rules;
     _Atomic bool is_ready;
@@ -174,6 +181,28 @@ void re_hist_answer(redis_engine_t *re, re_hist_req_t *req);
 void re_chan_on_message(gw_redis_sub_t *s, const char *chan, size_t chan_len, const char *data,
                         size_t len, void *arg);
 void re_chan_on_subscribed(gw_redis_sub_t *s, const char *chan, size_t chan_len, void *arg);
+/* --- gw_engine_redis_presence.c ------------------------------------------------------------ */
+
+int re_presence(gw_engine_t *e, const char *chan, size_t len, const gw_engine_reply_t *reply);
+int re_online(gw_engine_t *e, const char *user, size_t len, const gw_engine_reply_t *reply);
+int re_online_counts(gw_engine_t *e, const gw_engine_reply_t *reply);
+void re_user_online(gw_engine_t *e, uint32_t loop, const char *user, size_t len);
+void re_user_offline(gw_engine_t *e, uint32_t loop, const char *user, size_t len, uint64_t at_ms);
+void re_refresh(gw_engine_t *e, const gw_presence_batch_t *batch);
+void re_event(gw_engine_t *e, gw_event_t *ev);
+void re_presence_add(gw_engine_t *e, uint32_t loop, const char *chan, size_t len,
+                     const gw_presence_client_t *who);
+void re_presence_remove(gw_engine_t *e, uint32_t loop, const char *chan, size_t len,
+                        const char *client_id);
+/* This node's heartbeat into herald:nodes (every refresh interval; E's tick calls it). */
+void re_presence_tick(redis_engine_t *re);
+/* A server became ready (a connect, a reconnect): the heartbeat at once, then every IO loop
+ * tells its users and subscriptions again (Redis may have lost them). */
+void re_presence_server_ready(redis_engine_t *re);
+/* A message on a listener channel c: a join/leave event handed to c's loops. Returns false
+ * when data is not an event. */
+bool re_presence_on_event(redis_engine_t *re, re_chan_t *c, const char *data, size_t len);
+
 /* Every ~250 ms: joins that waited past the timeout fail; histories age. */
 void re_chans_tick(redis_engine_t *re);
 /* Re-applies history rules (a reload). */

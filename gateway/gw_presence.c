@@ -31,7 +31,8 @@ size_t gw_presence_listen_name(char *out, const char *chan, size_t len)
 
 bool gw_presence_has_listeners(const gw_node_t *node)
 {
-    return atomic_load_explicit(&node->presence_listeners, memory_order_relaxed) > 0;
+    return node->engine->ops->is_shared ||
+           atomic_load_explicit(&node->presence_listeners, memory_order_relaxed) > 0;
 }
 
 uint64_t gw_presence_stamp_wall_ms(const gw_loop_t *lp, uint16_t stamp)
@@ -186,6 +187,30 @@ gw_event_t *gw_event_new(const char *chan, size_t len, bool is_join, const gw_ev
         free(ev);
         return NULL;
     }
+    atomic_init(&ev->refs, 1);
+    return ev;
+}
+
+gw_event_t *gw_event_from_frame(const char *chan, size_t len, const void *frame, size_t n,
+                                uint32_t subject_loop, uint64_t subject_conn)
+{
+    if (len > UINT16_MAX - 1)
+        return NULL;
+    gw_event_t *ev = malloc(sizeof(*ev) + len + 1);
+    if (!ev)
+        return NULL;
+    memcpy(ev->chan, chan, len);
+    ev->chan[len] = '\0';
+    ev->chan_len = (uint16_t)len;
+    ev->hash = gw_sub_hash(chan, len);
+    ev->subject_conn = subject_conn;
+    ev->subject_loop = subject_loop;
+    ev->block = nl_block_new(n);
+    if (!ev->block) {
+        free(ev);
+        return NULL;
+    }
+    memcpy(nl_block_data(ev->block), frame, n);
     atomic_init(&ev->refs, 1);
     return ev;
 }

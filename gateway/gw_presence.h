@@ -112,6 +112,11 @@ gw_event_t *gw_event_new(const char *chan, size_t len, bool is_join, const gw_ev
                          uint32_t subject_loop, uint64_t subject_conn);
 
 /* Adds / drops a reference; the last frees the event. Thread: any. */
+/* An event from its encoded frame (delimited, as gw_event_new makes it), received from another
+ * node; chan[0..len) is the listener channel. Returns NULL on ENOMEM. Thread: any. */
+gw_event_t *gw_event_from_frame(const char *chan, size_t len, const void *frame, size_t n,
+                                uint32_t subject_loop, uint64_t subject_conn);
+
 gw_event_t *gw_event_ref(gw_event_t *ev);
 void gw_event_unref(gw_event_t *ev);
 

@@ -25,6 +25,11 @@
  * Both refresh herald:m:C's expiry (GW_REDIS_META_TTL_MS): a channel nobody publishes to for
  * that long starts over with a new epoch, which tells its clients so.
  *
+ * Presence, online status and join/leave events live under herald:nodes, herald:nc,
+ * herald:users, herald:u:U, herald:ls:U, herald:p:C and the pub/sub channel herald:!C (an event
+ * there is "\0E1 <node> <loop> <connection>\n" + a PresenceEvent frame); see
+ * gw_engine_redis_presence.c.
+ *
  * Thread: pure functions, any thread.
  */
 #ifndef HERALD_GATEWAY_GW_REDIS_SCHEMA_H
@@ -38,6 +43,13 @@
 #define GW_REDIS_META_PREFIX "herald:m:"
 #define GW_REDIS_HIST_PREFIX "herald:h:"
 #define GW_REDIS_META_TTL_MS 86400000 /* no suffix: it is pasted into Lua too */
+/* Presence and online status (gw_engine_redis_presence.c has what each holds). */
+#define GW_REDIS_NODES "herald:nodes"
+#define GW_REDIS_NODE_CONNS "herald:nc"
+#define GW_REDIS_USERS "herald:users"
+#define GW_REDIS_USER_PREFIX "herald:u:"
+#define GW_REDIS_LAST_SEEN_PREFIX "herald:ls:"
+#define GW_REDIS_PRESENCE_PREFIX "herald:p:"
 
 /* The function library's source (FUNCTION LOAD REPLACE). */
 extern const char gw_redis_functions[];

@@ -87,6 +87,11 @@ void gw_session_on_deadline(nl_wheel_entry_t *e, void *arg);
 uint64_t gw_session_deliver(gw_loop_t *lp, const gw_sub_entry_t *e, gw_sub_set_t *const *members,
                             uint32_t n, nl_block_t *b);
 
+/* Tells the engine again about every online user of the loop and every subscription presence
+ * sees (user_online, presence_add): a shared engine whose server lost them (a restart, an
+ * outage past their expiry) calls for it when the server is back. Thread: lp's loop. */
+void gw_session_presence_resync(gw_loop_t *lp);
+
 /* Frees the loop's table of Subscribe{recover} requests waiting for history (lp->recovering;
  * the loop initialises it with gw_chantab_init). Thread: lp's loop, at its stop. */
 void gw_session_recover_deinit(gw_loop_t *lp);

@@ -89,6 +89,27 @@ static void presence_emit(gw_loop_t *lp, gw_session_t *s, const char *name, size
     gw_event_unref(ev);
 }
 
+/* Tells an engine shared by nodes that s is (or is no longer) in name[0..len). */
+static void presence_record(gw_loop_t *lp, gw_session_t *s, const char *name, size_t len,
+                            bool is_in)
+{
+    gw_engine_t *engine = lp->node->engine;
+    if (is_in ? !engine->ops->presence_add : !engine->ops->presence_remove)
+        return;
+    char client_id[GW_CONFIG_NAME_MAX + 24];
+    client_id_of(lp, s, client_id, sizeof(client_id));
+    if (!is_in) {
+        engine->ops->presence_remove(engine, lp->index, name, len, client_id);
+        return;
+    }
+    gw_presence_client_t who = {
+        .user = gw_session_user(s),
+        .client_id = client_id,
+        .connected_at_ms = (uint64_t)s->auth_s * 1000u,
+    };
+    engine->ops->presence_add(engine, lp->index, name, len, &who);
+}
+
 static void listener_count(gw_loop_t *lp, int delta)
 {
     lp->stats.presence_listener_subs += (uint64_t)(int64_t)delta;
@@ -128,15 +149,46 @@ void gw_session_offline(gw_loop_t *lp, gw_session_t *s)
             visible += session_is_visible_in(s, e);
     }
     lp->stats.presence_entries -= visible;
-    if (visible == 0 || !gw_presence_has_listeners(lp->node))
+    if (visible == 0)
         return;
+    bool has_listeners = gw_presence_has_listeners(lp->node);
+    for (uint32_t i = 0; i < n; i++) {
+        const gw_sub_entry_t *e = gw_sub_set_entry(&s->subs, i);
+        size_t len;
+        const char *name = gw_sub_entry_name(e, &len);
+        if (!session_is_visible_in(s, e) || gw_presence_is_listener(name, len))
+            continue;
+        presence_record(lp, s, name, len, false);
+        if (has_listeners)
+            presence_emit(lp, s, name, len, false);
+    }
+}
+
+/* --- telling a shared engine everything again ----------------------------------------------- */
+
+static void resync_session(nl_wheel_entry_t *we, void *arg)
+{
+    gw_loop_t *lp = arg;
+    gw_session_t *s = (gw_session_t *)((char *)we - offsetof(gw_session_t, deadline));
+    if (!(s->flags & GW_SESSION_IS_ONLINE))
+        return;
+    gw_engine_t *engine = lp->node->engine;
+    /* Once per session: a user on several connections is told about more than once, which a
+     * write that sets its own fields does not mind. */
+    engine->ops->user_online(engine, lp->index, s->data, s->user_len);
+    uint32_t n = gw_sub_set_count(&s->subs);
     for (uint32_t i = 0; i < n; i++) {
         const gw_sub_entry_t *e = gw_sub_set_entry(&s->subs, i);
         size_t len;
         const char *name = gw_sub_entry_name(e, &len);
         if (session_is_visible_in(s, e) && !gw_presence_is_listener(name, len))
-            presence_emit(lp, s, name, len, false);
+            presence_record(lp, s, name, len, true);
     }
+}
+
+void gw_session_presence_resync(gw_loop_t *lp)
+{
+    gw_heartbeat_foreach(&lp->hb, resync_session, lp);
 }
 
 /* --- subscriptions ------------------------------------------------------------------------ */
@@ -146,6 +198,7 @@ void gw_session_presence_joined(gw_loop_t *lp, gw_session_t *s, const char *name
     if (!(s->flags & GW_SESSION_IS_ONLINE))
         return;
     lp->stats.presence_entries++;
+    presence_record(lp, s, name, len, true);
     if (gw_presence_has_listeners(lp->node))
         presence_emit(lp, s, name, len, true);
 }
@@ -155,6 +208,7 @@ void gw_session_presence_left(gw_loop_t *lp, gw_session_t *s, const char *name, 
     if (!(s->flags & GW_SESSION_IS_ONLINE))
         return;
     lp->stats.presence_entries--;
+    presence_record(lp, s, name, len, false);
     if (gw_presence_has_listeners(lp->node))
         presence_emit(lp, s, name, len, false);
 }

@@ -15,7 +15,9 @@
  *     the nodes reconnect and resubscribe by themselves, the channel's epoch changes (Redis came
  *     back empty), and the counts of what was lost are in /metrics;
  *   - a Redis that hangs (SIGSTOP): past redis_max_pending, publishes are answered BUSY;
- *   - two Redis servers: channels spread over both, delivery unchanged.
+ *   - two Redis servers: channels spread over both, delivery unchanged;
+ *   - presence, online status and join/leave events seen from every node, and a node killed
+ *     with SIGKILL gone from both once its entries expire.
  *
  * Waiting is on events: /readyz answers, a Pong after everything queued, log lines.
  */
@@ -33,6 +35,7 @@
 
 #include <cmocka.h>
 #include <hiredis/hiredis.h>
+#include <jansson.h>
 
 #include "gwtest_util.h"
 #include "proto_frame.h"
@@ -344,6 +347,9 @@ static void test_gw_redis_engine_recover_on_other_node(void **state)
 
 /* --- faults ------------------------------------------------------------------------------- */
 
+static json_t *await_presence(const test_herald_t *h, const char *chan, long long want);
+static json_t *await_online(const test_herald_t *h, const char *user, bool want);
+
 /* The body of GET /readyz. */
 static void expect_readyz_body(const test_herald_t *h, const char *needle)
 {
@@ -452,6 +458,9 @@ static void test_gw_redis_engine_kill_and_restart(void **state)
     expect_nothing_more(&sub);
     assert_true(gw_metric(a, "herald_redis_reconnects_total", NULL) >= 1);
     assert_true(gw_metric(a, "herald_redis_epoch_changes_total", NULL) >= 1);
+    /* Redis came back empty: the nodes told it their users and subscribers again. */
+    json_decref(await_presence(b, "k", 1));
+    json_decref(await_online(b, "sub", true));
     test_client_close(&sub);
     test_client_close(&pub_a);
     test_client_close(&pub_b);
@@ -480,28 +489,26 @@ static void test_gw_redis_engine_slow_redis_busy(void **state)
     }
     GW_OK(test_client_send_raw(&c, nl_buf_peek(&out), nl_buf_readable(&out), GW_WAIT_MS), &c);
     nl_buf_deinit(&out);
-    /* 24 answers come at once (BUSY); 16 wait in Redis. */
+    /* Past the pending bound the answers come at once, BUSY; the rest wait in Redis. (The
+     * bound is the server connection's: the node's own presence writes take slots too.) */
+    int64_t deadline = test_now_ms() + GW_WAIT_MS;
+    while (gw_metric(a, "herald_redis_busy_publishes_total", NULL) < 20)
+        assert_true(test_ms_left(deadline) > 0);
+    test_redis_resume(&fx->redis[0]);
     int busy = 0;
-    for (int i = 0; i < 24; i++) {
+    int ok = 0;
+    for (int i = 0; i < 40; i++) {
         Herald__Frame *r = NULL;
         assert_int_equal(test_client_recv(&c, &r, GW_WAIT_MS), 1);
         if (r->body_case == HERALD__FRAME__BODY_ERROR &&
             r->error->code == HERALD__ERROR__CODE__BUSY && r->error->retry_after_ms > 0)
             busy++;
-        proto_frame_free(r);
-    }
-    assert_int_equal(busy, 24);
-    assert_int_equal(gw_metric(a, "herald_redis_pending_commands", NULL) >= 0, 1);
-    test_redis_resume(&fx->redis[0]);
-    int ok = 0;
-    for (int i = 0; i < 16; i++) {
-        Herald__Frame *r = NULL;
-        assert_int_equal(test_client_recv(&c, &r, GW_WAIT_MS), 1);
         ok += r->body_case == HERALD__FRAME__BODY_PUBLISH_OK;
         proto_frame_free(r);
     }
-    assert_int_equal(ok, 16);
-    assert_int_equal(gw_metric(a, "herald_redis_busy_publishes_total", NULL), 24);
+    assert_int_equal(busy + ok, 40);
+    assert_true(busy >= 24 && ok >= 8);
+    assert_int_equal(gw_metric(a, "herald_redis_busy_publishes_total", NULL), busy);
     test_client_close(&c);
     nodes_stop(fx);
 }
@@ -551,6 +558,183 @@ static void test_gw_redis_engine_two_servers(void **state)
     nodes_stop(fx);
 }
 
+/* --- presence and online status across nodes ---------------------------------------------- */
+
+/* GET path on h's admin API as JSON (the caller frees it). */
+static json_t *admin_json(const test_herald_t *h, const char *path)
+{
+    static const char *const hdrs[] = {"X-Api-Key: " GW_API_KEY, NULL};
+    test_http_resp_t r;
+    assert_int_equal(test_http_request(h->admin_port, "GET", path, hdrs, NULL, 0, GW_WAIT_MS, &r),
+                     0);
+    if (r.status != 200)
+        fail_msg("GET %s: %d %s", path, r.status, r.body);
+    json_error_t err;
+    json_t *j = json_loads(r.body, 0, &err);
+    if (!j)
+        fail_msg("GET %s: not JSON: %s", path, r.body);
+    test_http_resp_free(&r);
+    return j;
+}
+
+static long long json_int(const json_t *j, const char *key)
+{
+    const json_t *v = json_object_get(j, key);
+    if (!json_is_integer(v))
+        fail_msg("no integer %s", key);
+    return (long long)json_integer_value(v);
+}
+
+/* Clients the presence test keeps alive while it waits: the node's idle timeout is short (so
+ * that a dead node's entries expire quickly), and a test client pings only when told. */
+static test_client_t *keep_alive[4];
+
+static void ping_kept_alive(void)
+{
+    for (size_t i = 0; i < sizeof(keep_alive) / sizeof(keep_alive[0]); i++)
+        if (keep_alive[i])
+            GW_OK(test_client_ping(keep_alive[i], GW_WAIT_MS), keep_alive[i]);
+}
+
+/* Waits until h's presence of chan counts want clients (queries are the pace). */
+static json_t *await_presence(const test_herald_t *h, const char *chan, long long want)
+{
+    char path[128];
+    snprintf(path, sizeof(path), "/api/presence?channel=%s", chan);
+    int64_t deadline = test_now_ms() + 20000;
+    for (;;) {
+        ping_kept_alive();
+        json_t *j = admin_json(h, path);
+        if (json_int(j, "num_clients") == want)
+            return j;
+        if (test_ms_left(deadline) > 0)
+            json_decref(j);
+        if (test_ms_left(deadline) == 0) {
+            char *txt = json_dumps(j, 0);
+            fail_msg("presence of %s never counted %lld: %s", chan, want, txt);
+        }
+    }
+}
+
+static json_t *await_online(const test_herald_t *h, const char *user, bool want)
+{
+    char path[128];
+    snprintf(path, sizeof(path), "/api/online?user=%s", user);
+    int64_t deadline = test_now_ms() + 20000;
+    for (;;) {
+        ping_kept_alive();
+        json_t *j = admin_json(h, path);
+        if (json_is_true(json_object_get(j, "online")) == want)
+            return j;
+        json_decref(j);
+        if (test_ms_left(deadline) == 0)
+            fail_msg("%s never became %s", user, want ? "online" : "offline");
+    }
+}
+
+/* The next frame must be a PresenceEvent about user joining (or leaving) chan. */
+static void expect_event(test_client_t *c, const char *chan, const char *user, bool is_join)
+{
+    Herald__Frame *f = NULL;
+    assert_int_equal(test_client_recv(c, &f, GW_WAIT_MS), 1);
+    if (f->body_case != HERALD__FRAME__BODY_PRESENCE_EVENT) {
+        char fs[384];
+        fail_msg("expected a presence event, got %s", test_frame_str(f, fs, sizeof(fs)));
+    }
+    const Herald__PresenceEvent *pe = f->presence_event;
+    assert_string_equal(pe->channel, chan);
+    size_t n = is_join ? pe->n_joined : pe->n_left;
+    Herald__ClientInfo **list = is_join ? pe->joined : pe->left;
+    assert_int_equal(n, 1);
+    assert_string_equal(list[0]->user_id, user);
+    proto_frame_free(f);
+}
+
+static void test_gw_redis_engine_presence_across_nodes(void **state)
+{
+    fx_t *fx = *state;
+    /* Short timeouts, so that a killed node's entries expire within the test. */
+    static const char *const extra[] = {
+        "--idle-timeout", "2s", "--ping-interval", "1s", "--presence-refresh-interval", "1s", NULL};
+    test_herald_t *a = node_start(fx, 0, extra);
+    test_herald_t *b = node_start(fx, 1, extra);
+    await_readyz(a, 200);
+    await_readyz(b, 200);
+    test_client_t listener, x, y;
+    GW_OK(test_client_auth(&listener, a->port, "lis", GW_WAIT_MS), &listener);
+    /* The listener asks for join/leave events of "room". */
+    Herald__Frame f;
+    Herald__Subscribe body;
+    test_frame_subscribe(&f, &body, "room");
+    body.join_leave = true;
+    Herald__Frame *r = NULL;
+    assert_int_equal(test_client_request(&listener, &f, &r, GW_WAIT_MS), 1);
+    assert_int_equal(r->body_case, HERALD__FRAME__BODY_SUBSCRIBE_OK);
+    proto_frame_free(r);
+    GW_OK(test_client_auth(&x, a->port, "xavier", GW_WAIT_MS), &x);
+    GW_OK(test_client_auth(&y, b->port, "yara", GW_WAIT_MS), &y);
+    keep_alive[0] = &listener;
+    keep_alive[1] = &x;
+    keep_alive[2] = &y;
+    GW_OK(test_client_subscribe(&x, "room", NULL, GW_WAIT_MS), &x);
+    GW_OK(test_client_subscribe(&y, "room", NULL, GW_WAIT_MS), &y);
+    /* The listener on a hears both joins, y's from node b. */
+    expect_event(&listener, "room", "xavier", true);
+    expect_event(&listener, "room", "yara", true);
+
+    /* Presence and online status agree on both nodes. */
+    for (int n = 0; n < 2; n++) {
+        test_herald_t *h = n ? b : a;
+        json_t *p = await_presence(h, "room", 3);
+        assert_int_equal(json_int(p, "num_users"), 3);
+        json_decref(p);
+        json_t *o = await_online(h, "yara", true);
+        assert_int_equal(json_int(o, "connections"), 1);
+        const json_t *nodes = json_object_get(o, "nodes");
+        assert_int_equal(json_array_size(nodes), 1);
+        assert_string_equal(json_string_value(json_array_get(nodes, 0)), "nodeb");
+        assert_true(json_int(o, "since_ms") > 1700000000000ll);
+        json_decref(o);
+    }
+    /* Counts: users at once, connections as each node's heartbeat reports them. */
+    int64_t deadline = test_now_ms() + 20000;
+    for (;;) {
+        ping_kept_alive();
+        json_t *counts = admin_json(a, "/api/online");
+        bool is_done = json_int(counts, "users") == 3 && json_int(counts, "connections") == 3;
+        json_decref(counts);
+        if (is_done)
+            break;
+        if (test_ms_left(deadline) == 0)
+            fail_msg("the counts never reached 3 users and 3 connections");
+    }
+
+    /* y leaves: the listener hears it; presence drops it everywhere. */
+    GW_OK(test_client_unsubscribe(&y, "room", GW_WAIT_MS), &y);
+    expect_event(&listener, "room", "yara", false);
+    json_decref(await_presence(a, "room", 2));
+
+    /* Node b dies with y connected and subscribed again: after the expiry, gone. */
+    GW_OK(test_client_subscribe(&y, "room", NULL, GW_WAIT_MS), &y);
+    expect_event(&listener, "room", "yara", true);
+    json_decref(await_presence(a, "room", 3));
+    kill(b->pid, SIGKILL);
+    test_herald_abort(b);
+    fx->nodes[1] = NULL;
+    keep_alive[2] = NULL;
+    test_client_close(&y);
+    int64_t t0 = test_now_ms();
+    json_decref(await_presence(a, "room", 2));
+    json_t *o = await_online(a, "yara", false);
+    json_decref(o);
+    int64_t took = test_now_ms() - t0;
+    assert_true(took < 15000);
+    memset(keep_alive, 0, sizeof(keep_alive));
+    test_client_close(&x);
+    test_client_close(&listener);
+    nodes_stop(fx);
+}
+
 int main(void)
 {
     if (!test_redis_available()) {
@@ -567,6 +751,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_gw_redis_engine_kill_and_restart, setup, teardown),
         cmocka_unit_test_setup_teardown(test_gw_redis_engine_slow_redis_busy, setup, teardown),
         cmocka_unit_test_setup_teardown(test_gw_redis_engine_two_servers, setup2, teardown),
+        cmocka_unit_test_setup_teardown(test_gw_redis_engine_presence_across_nodes, setup,
+                                        teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
