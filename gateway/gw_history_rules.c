@@ -88,10 +88,6 @@ static int rules_parse_item(gw_history_rules_t *out, size_t *text_used, const ch
             return rules_fail(err, cap, "'%.*s': the age must be a duration from 1s to 30d",
                               (int)len, item);
     }
-    if (out->n == GW_HISTORY_RULES_MAX) {
-        rules_fail(err, cap, "more than %d rules", GW_HISTORY_RULES_MAX);
-        return -E2BIG;
-    }
     if (*text_used + plen + 1 > sizeof(out->text)) {
         rules_fail(err, cap, "the rules are longer than %d bytes", GW_HISTORY_RULES_TEXT_MAX - 1);
         return -E2BIG;
@@ -112,29 +108,23 @@ int gw_history_rules_parse(const char *text, gw_history_rules_t *out, char *err,
     memset(out, 0, sizeof(*out));
     if (err && err_cap > 0)
         err[0] = '\0';
+    gw_config_item_t items[GW_HISTORY_RULES_MAX];
+    int n = gw_config_split_list(text, items, GW_HISTORY_RULES_MAX);
+    if (n == -E2BIG) {
+        rules_fail(err, err_cap, "more than %d rules", GW_HISTORY_RULES_MAX);
+        return -E2BIG;
+    }
+    if (n < 0)
+        return rules_fail(err, err_cap, "an empty rule between commas");
     size_t used = 0;
-    const char *p = text;
-    for (;;) {
-        const char *comma = strchr(p, ',');
-        size_t len = comma ? (size_t)(comma - p) : strlen(p);
-        const char *item = trim(p, &len);
-        if (len == 0) {
-            /* An empty setting is fine; an empty item between commas is a typo. */
-            if (comma || p != text) {
-                memset(out, 0, sizeof(*out));
-                return rules_fail(err, err_cap, "an empty rule between commas");
-            }
-            return 0;
-        }
-        int rc = rules_parse_item(out, &used, item, len, err, err_cap);
+    for (int i = 0; i < n; i++) {
+        int rc = rules_parse_item(out, &used, items[i].text, items[i].len, err, err_cap);
         if (rc < 0) {
             memset(out, 0, sizeof(*out));
             return rc;
         }
-        if (!comma)
-            return 0;
-        p = comma + 1;
     }
+    return 0;
 }
 
 const gw_history_rule_t *gw_history_rules_match(const gw_history_rules_t *rules, const char *name,
