@@ -170,6 +170,13 @@ int test_http_request(uint16_t port, const char *method, const char *path,
                       const char *const *headers, const char *body, size_t body_len, int timeout_ms,
                       test_http_resp_t *out);
 
+/* Sums the samples of one /metrics family (every label set, or only the lines whose labels
+ * contain label, e.g. "result=\"recovered\"", when not NULL) into *out, asking with the
+ * X-Api-Key api_key (NULL: none).
+ * Returns: 0; -EPROTO (not 200); as test_http_request. Thread: any. */
+int test_metric_sum(uint16_t admin_port, const char *api_key, const char *family, const char *label,
+                    double *out);
+
 /* Frees the strings of r and zeroes it. Thread: any. */
 void test_http_resp_free(test_http_resp_t *r);
 

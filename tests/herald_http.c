@@ -241,3 +241,43 @@ const char *test_http_resp_header(const test_http_resp_t *r, const char *name, c
     }
     return NULL;
 }
+
+int test_metric_sum(uint16_t admin_port, const char *api_key, const char *family, const char *label,
+                    double *out)
+{
+    char key_hdr[256];
+    snprintf(key_hdr, sizeof(key_hdr), "X-Api-Key: %s", api_key ? api_key : "");
+    const char *const hdrs[] = {key_hdr, NULL};
+    test_http_resp_t r;
+    int rc =
+        test_http_request(admin_port, "GET", "/metrics", api_key ? hdrs : NULL, NULL, 0, 30000, &r);
+    if (rc != 0)
+        return rc;
+    if (r.status != 200) {
+        test_http_resp_free(&r);
+        return -EPROTO;
+    }
+    double sum = 0;
+    size_t flen = strlen(family);
+    for (const char *line = r.body; *line;) {
+        const char *eol = strchr(line, '\n');
+        size_t len = eol ? (size_t)(eol - line) : strlen(line);
+        const char *sp = memchr(line, ' ', len);
+        /* A sample line of the family: "name value" or "name{labels} value". */
+        if (sp && len > flen && strncmp(line, family, flen) == 0 &&
+            (line[flen] == ' ' || line[flen] == '{')) {
+            bool is_match = !label;
+            if (label) {
+                /* The label must lie inside this line's name part. */
+                const char *hit = memmem(line, (size_t)(sp - line), label, strlen(label));
+                is_match = hit != NULL;
+            }
+            if (is_match)
+                sum += strtod(sp + 1, NULL);
+        }
+        line += len + (eol != NULL);
+    }
+    test_http_resp_free(&r);
+    *out = sum;
+    return 0;
+}
