@@ -17,6 +17,16 @@
  *               and to its processing by the fleet (this one thread reaching the socket).
  *               Printed per server: p50/p99/p99.9/max of both, and the zero-loss check.
  *   latency-redis  only the Redis half of latency.
+ *   history     issue 17's cost of history on broadcast: throughput runs as above, alternating
+ *               herald without history and herald keeping 100 messages of the channel
+ *               (--history-rules, default "fan=100"), --rounds pairs (4), the order swapped
+ *               every round (off-on, on-off, ...) so that a machine slowing down or speeding
+ *               up during the series does not favour one side. Printed: every run, then
+ *               deliveries/s median [min-max] per side and the on/off ratio per pair (median
+ *               [min-max]); /metrics after each run shows what the history held.
+ *
+ * --history-rules R: herald keeps history as R says in every herald run (default: no
+ * history); in history mode R is the "on" side's rule.
  *
  * --fleet-nice N (latency modes): this thread (fleet and publisher) runs at nice N while it
  * measures, the server at 0. Both sides share two CPUs here, and the fleet is busy enough
@@ -31,9 +41,10 @@
  * (varint length, Push offset and payload; RESP by its known shape), not through protobuf-c
  * or hiredis: at millions of frames a second the load generator must not be the bottleneck.
  *
- * Usage: bench_gw_fanout [--mode all|throughput|redis|latency|latency-redis] [--subs N]
- *        [--payload B (>= 16)] [--seconds S] [--window W] [--rate R] [--latency-seconds S]
- *        [--fleet-nice N] [--pin-io] [--herald PATH] [--redis-server PATH]
+ * Usage: bench_gw_fanout [--mode all|throughput|redis|latency|latency-redis|history]
+ *        [--subs N] [--payload B (>= 16)] [--seconds S] [--window W] [--rate R]
+ *        [--latency-seconds S] [--fleet-nice N] [--pin-io] [--history-rules R] [--rounds N]
+ *        [--herald PATH] [--redis-server PATH]
  * This is a benchmark program, never a ctest case (STYLE.md §9).
  */
 #include <errno.h>
@@ -63,6 +74,8 @@
 #define DRAIN_MS 60000
 #define MAX_PAYLOAD 65536
 #define MIN_PAYLOAD 16 /* send time or sequence number, then sequence number */
+#define MAX_ROUNDS 16
+#define HISTORY_ON_DEFAULT "fan=100" /* issue 17: 100 kept per channel */
 
 uint64_t fan_now_ns(void)
 {
@@ -344,9 +357,10 @@ int fan_connect_port(uint16_t port)
 
 /* --- one throughput run ------------------------------------------------------------------- */
 
-/* Publishes under the window for seconds, then drains; prints the figure. */
+/* Publishes under the window for seconds, then drains; prints the figure and gives it in
+ * *rate_out (may be NULL). Returns: 0 on zero loss, -1 otherwise. */
 static int throughput_loop(const opts_t *o, const char *name, test_fleet_t *fl, run_t *r,
-                           publisher_t *pub, test_fleet_raw_cb raw)
+                           publisher_t *pub, test_fleet_raw_cb raw, double *rate_out)
 {
     uint64_t n = r->n;
     uint64_t t_start = fan_now_ns();
@@ -385,10 +399,13 @@ static int throughput_loop(const opts_t *o, const char *name, test_fleet_t *fl, 
            rate, rate / (double)n, is_complete ? "zero loss" : "FAILED",
            (unsigned long long)r->delivered, (unsigned long long)(pub->sent * n),
            (unsigned long long)r->lost, (unsigned long long)r->other);
+    if (rate_out)
+        *rate_out = rate;
     return is_complete ? 0 : -1;
 }
 
-test_herald_t *fan_start_herald(const opts_t *o, const char *io_threads, int cpu)
+test_herald_t *fan_start_herald(const opts_t *o, const char *io_threads, int cpu,
+                                const char *history_rules)
 {
     char maxc[32];
     snprintf(maxc, sizeof(maxc), "%zu", o->subs + 100);
@@ -402,9 +419,17 @@ test_herald_t *fan_start_herald(const opts_t *o, const char *io_threads, int cpu
                           "30m",        "--max-frame",
                           "1m",         "--connect-timeout",
                           "10m",        NULL,
-                          NULL};
+                          NULL,         NULL,
+                          NULL,         NULL};
+    size_t at = 0; /* the first free slot; the last one stays NULL */
+    while (args[at])
+        at++;
     if (o->is_pin_io)
-        args[sizeof(args) / sizeof(args[0]) - 2] = "--pin-io-threads";
+        args[at++] = "--pin-io-threads";
+    if (history_rules && history_rules[0]) {
+        args[at++] = "--history-rules";
+        args[at++] = history_rules;
+    }
     test_herald_opts_t ho = {.args = args, .cpu = cpu};
     test_herald_t *h = NULL;
     int rc = test_herald_start(&h, &ho);
@@ -438,9 +463,26 @@ test_fleet_t *fan_herald_fleet(const opts_t *o, const test_herald_t *h, run_t *r
     return fl;
 }
 
-static int run_herald_throughput(const opts_t *o)
+/* What the history held at the end of a run, from /metrics (printed; -1: not read). */
+static void print_history_metrics(const test_herald_t *h)
 {
-    test_herald_t *h = fan_start_herald(o, "1", 0);
+    static const char *const fams[] = {"herald_history_channels", "herald_history_messages",
+                                       "herald_history_bytes", "herald_history_evicted_total"};
+    printf("  /metrics:");
+    for (size_t i = 0; i < sizeof(fams) / sizeof(fams[0]); i++) {
+        double v = -1;
+        if (test_metric_sum(h->admin_port, API_KEY, fams[i], NULL, &v) != 0)
+            v = -1;
+        printf(" %s %.0f", fams[i] + sizeof("herald_") - 1, v);
+    }
+    printf("\n");
+}
+
+/* One herald throughput run, keeping history as history_rules say; *rate gets the figure.
+ * Returns: 0 on zero loss and a clean stop, -1 otherwise. */
+static int run_herald_throughput(const opts_t *o, const char *history_rules, double *rate)
+{
+    test_herald_t *h = fan_start_herald(o, "1", 0, history_rules);
     if (!h)
         return -1;
     run_t r = {.n = o->subs, .payload = o->payload, .next = calloc(o->subs, sizeof(uint64_t))};
@@ -451,8 +493,12 @@ static int run_herald_throughput(const opts_t *o)
     if (rc == 0) {
         publisher_t pub;
         fan_publisher_init(&pub, fd, false, o->payload);
-        rc = throughput_loop(o, "herald (io_threads=1, CPU 0)", fl, &r, &pub, fan_herald_raw);
+        char name[320];
+        snprintf(name, sizeof(name), "herald (io_threads=1, CPU 0, history %s)",
+                 history_rules && history_rules[0] ? history_rules : "off");
+        rc = throughput_loop(o, name, fl, &r, &pub, fan_herald_raw, rate);
         free(pub.buf);
+        print_history_metrics(h);
     }
     test_client_close(&c);
     test_fleet_free(fl);
@@ -578,7 +624,7 @@ static int run_redis_throughput(const opts_t *o)
     if (fd >= 0) {
         publisher_t pub;
         fan_publisher_init(&pub, fd, true, o->payload);
-        rc = throughput_loop(o, "redis-server (CPU 0)", fl, &r, &pub, fan_redis_raw);
+        rc = throughput_loop(o, "redis-server (CPU 0)", fl, &r, &pub, fan_redis_raw, NULL);
         free(pub.buf);
         close(fd);
     }
@@ -587,6 +633,64 @@ static int run_redis_throughput(const opts_t *o)
     free(r.next);
     free(r.is_ready);
     return rc;
+}
+
+/* --- history mode ------------------------------------------------------------------------ */
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a;
+    double y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Prints v[0..n) (n >= 1) divided by div as "median [min-max]" with decimals digits.
+ * Returns the median (not divided). */
+static double print_spread(const double *v, int n, double div, int decimals)
+{
+    double sorted[MAX_ROUNDS];
+    memcpy(sorted, v, (size_t)n * sizeof(*v));
+    qsort(sorted, (size_t)n, sizeof(*sorted), cmp_double);
+    double med = n % 2 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
+    printf("%.*f [%.*f-%.*f]", decimals, med / div, decimals, sorted[0] / div, decimals,
+           sorted[n - 1] / div);
+    return med;
+}
+
+/* Alternates throughput runs of herald without history and with it, o->rounds pairs, the
+ * order swapped every round; prints the runs and the summary. Returns: 0 when every run had
+ * zero loss, -1 otherwise. */
+static int run_history(const opts_t *o)
+{
+    const char *on = o->history_rules[0] ? o->history_rules : HISTORY_ON_DEFAULT;
+    double off_rate[MAX_ROUNDS];
+    double on_rate[MAX_ROUNDS];
+    double ratio[MAX_ROUNDS];
+    int failed = 0;
+    for (int k = 0; k < o->rounds; k++) {
+        for (int j = 0; j < 2; j++) {
+            bool is_on = (j == 0) == (k % 2 == 1);
+            printf("history round %d/%d, run %d: history %s\n", k + 1, o->rounds, j + 1,
+                   is_on ? on : "off");
+            double rate = 0;
+            failed += run_herald_throughput(o, is_on ? on : NULL, &rate) != 0;
+            (is_on ? on_rate : off_rate)[k] = rate;
+        }
+        ratio[k] = off_rate[k] > 0 ? on_rate[k] / off_rate[k] : 0;
+    }
+    printf("history: %d pairs, %zu subscribers, %zu-byte payload, %d s runs, herald io_threads=1 "
+           "on CPU 0\n  history off        ",
+           o->rounds, o->subs, o->payload, o->seconds);
+    double off_med = print_spread(off_rate, o->rounds, 1e6, 2);
+    printf(" M deliveries/s\n  history %-10s ", on);
+    double on_med = print_spread(on_rate, o->rounds, 1e6, 2);
+    printf(" M deliveries/s\n  on/off per pair    ");
+    double ratio_med = print_spread(ratio, o->rounds, 1, 3);
+    printf("; ratio of the medians %.3f\n", off_med > 0 ? on_med / off_med : 0);
+    printf("  history costs %.1f%% of the broadcast rate (median pair; target < 10%%); loss "
+           "check: %s\n",
+           (1 - ratio_med) * 100, failed ? "FAILED in some run" : "zero loss in every run");
+    return failed ? -1 : 0;
 }
 
 static void parse_opts(int argc, char **argv, opts_t *o)
@@ -600,6 +704,8 @@ static void parse_opts(int argc, char **argv, opts_t *o)
                                           {"latency-seconds", required_argument, NULL, 'l'},
                                           {"fleet-nice", required_argument, NULL, 'N'},
                                           {"pin-io", no_argument, NULL, 'P'},
+                                          {"history-rules", required_argument, NULL, 'Y'},
+                                          {"rounds", required_argument, NULL, 'k'},
                                           {"herald", required_argument, NULL, 'H'},
                                           {"redis-server", required_argument, NULL, 'R'},
                                           {NULL, 0, NULL, 0}};
@@ -633,6 +739,12 @@ static void parse_opts(int argc, char **argv, opts_t *o)
         case 'P':
             o->is_pin_io = true;
             break;
+        case 'Y':
+            snprintf(o->history_rules, sizeof(o->history_rules), "%s", optarg);
+            break;
+        case 'k':
+            o->rounds = atoi(optarg);
+            break;
         case 'H':
             setenv("TEST_HERALD_BIN", optarg, 1);
             break;
@@ -643,13 +755,14 @@ static void parse_opts(int argc, char **argv, opts_t *o)
             exit(2);
         }
     }
-    static const char *const modes[] = {"all", "throughput", "redis", "latency", "latency-redis"};
+    static const char *const modes[] = {"all",     "throughput",    "redis",
+                                        "latency", "latency-redis", "history"};
     bool is_mode = false;
     for (size_t i = 0; i < sizeof(modes) / sizeof(modes[0]); i++)
         is_mode = is_mode || strcmp(o->mode, modes[i]) == 0;
     if (!is_mode || o->payload < MIN_PAYLOAD || o->payload > MAX_PAYLOAD || o->subs == 0 ||
         o->seconds < 2 || o->rate < 1 || o->latency_seconds < 1 || o->window < 1 ||
-        o->fleet_nice < 0 || o->fleet_nice > 19) {
+        o->fleet_nice < 0 || o->fleet_nice > 19 || o->rounds < 1 || o->rounds > MAX_ROUNDS) {
         fprintf(stderr, "bad options\n");
         exit(2);
     }
@@ -664,6 +777,7 @@ int main(int argc, char **argv)
                 .window = 64,
                 .rate = 10,
                 .latency_seconds = 10,
+                .rounds = 4,
                 .redis = "/usr/bin/redis-server"};
     parse_opts(argc, argv, &o);
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -677,9 +791,13 @@ int main(int argc, char **argv)
     if (is_all || strcmp(o.mode, "throughput") == 0 || strcmp(o.mode, "redis") == 0) {
         pin_self(1);
         if (is_all || strcmp(o.mode, "throughput") == 0)
-            failed += run_herald_throughput(&o) != 0;
+            failed += run_herald_throughput(&o, o.history_rules, NULL) != 0;
         if (is_all || strcmp(o.mode, "redis") == 0)
             failed += run_redis_throughput(&o) != 0;
+    }
+    if (strcmp(o.mode, "history") == 0) {
+        pin_self(1);
+        failed += run_history(&o) != 0;
     }
     bool is_latency = is_all || strcmp(o.mode, "latency") == 0;
     if (is_latency || strcmp(o.mode, "latency-redis") == 0) {

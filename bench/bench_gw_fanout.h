@@ -27,6 +27,8 @@ typedef struct opts_s {
     int fleet_nice; /* latency modes: this thread's nice value while measuring */
     bool is_pin_io; /* latency modes: herald's two IO loops pinned, one per CPU */
     int latency_seconds;
+    int rounds;              /* history mode: pairs of runs, history off and on */
+    char history_rules[256]; /* herald's --history-rules ("": none; history mode: its "on") */
     char redis[256];
 } opts_t;
 
@@ -75,8 +77,10 @@ void fan_publisher_drain(publisher_t *p);
 /* A blocking loopback connection to port, or -1. */
 int fan_connect_port(uint16_t port);
 
-/* herald with the benchmark's settings, io_threads loops, pinned to cpu (-1: not). */
-test_herald_t *fan_start_herald(const opts_t *o, const char *io_threads, int cpu);
+/* herald with the benchmark's settings, io_threads loops, pinned to cpu (-1: not), keeping
+ * history as history_rules say (NULL or "": no channel keeps any). */
+test_herald_t *fan_start_herald(const opts_t *o, const char *io_threads, int cpu,
+                                const char *history_rules);
 /* The subscriber fleet on herald's "fan", connected, authenticated and subscribed. */
 test_fleet_t *fan_herald_fleet(const opts_t *o, const test_herald_t *h, run_t *r);
 /* redis-server on a free port (pinned to cpu unless -1): its pid, or <= 0. */

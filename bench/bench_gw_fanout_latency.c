@@ -124,7 +124,7 @@ static int print_latency(const opts_t *o, const char *name, const run_t *r, uint
 
 int fan_run_herald_latency(const opts_t *o)
 {
-    test_herald_t *h = fan_start_herald(o, "2", -1);
+    test_herald_t *h = fan_start_herald(o, "2", -1, o->history_rules);
     if (!h)
         return -1;
     nl_hist_t lat;
