@@ -198,11 +198,21 @@ uint64_t test_fleet_rx_time_ns(const test_fleet_t *fl);
  * Returns: 0; -ETIMEDOUT; the first connect error. Thread: the fleet's. */
 int test_fleet_open(test_fleet_t *fl, uint16_t port, size_t in_flight, int timeout_ms);
 
+/* Starts a non-blocking connect of slot i (never opened, or closed) to 127.0.0.1:port, while
+ * the other slots keep running: for reconnects, one at a time. Frames and bytes may be queued
+ * on the slot at once (test_fleet_send, test_fleet_send_raw); they leave when a later poll
+ * sees the connect complete. A connect that fails there closes the slot, and the poll's
+ * callback gets the close (NULL frame or data); test_fleet_close_reason tells why.
+ * Returns: 0; -EISCONN (the slot is open or connecting); negative errno from socket/connect
+ * (the slot is then closed). Thread: the fleet's. */
+int test_fleet_connect(test_fleet_t *fl, size_t i, uint16_t port);
+
 /* Number of slots. */
 size_t test_fleet_size(const test_fleet_t *fl);
 
 /* Queues f (delimited) on connection i; it leaves as the socket accepts it (test_fleet_poll
- * flushes). Returns: 0; -ENOTCONN (i closed); -ENOMEM. Thread: the fleet's. */
+ * flushes), or once the connect completes for a slot still connecting.
+ * Returns: 0; -ENOTCONN (i closed); -ENOMEM. Thread: the fleet's. */
 int test_fleet_send(test_fleet_t *fl, size_t i, const Herald__Frame *f);
 
 /* Waits up to timeout_ms for socket events once, reads and flushes what is ready, and

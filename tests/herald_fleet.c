@@ -8,6 +8,10 @@
  * its frames handed to the caller's callback, followed by a NULL frame once its EOF has been
  * seen and no whole frame is left. Reading never calls back directly, so bytes read while
  * connecting (test_fleet_open has no callback) simply wait for the next poll.
+ *
+ * test_fleet_connect opens one slot while the others run (a reconnect): its connect completes
+ * in a poll round, which then sends what was queued on the slot meanwhile; a connect that
+ * fails closes the slot and is reported to the callback like any close.
  */
 #include "herald_client.h"
 
@@ -220,6 +224,8 @@ static int start_connect(test_fleet_t *fl, size_t i, const struct sockaddr_in *s
     return arm(fl, i, EPOLLOUT, EPOLL_CTL_ADD);
 }
 
+static void flush_out(test_fleet_t *fl, size_t i);
+
 /* Finishes the connect of slot i after EPOLLOUT. */
 static int finish_connect(test_fleet_t *fl, size_t i)
 {
@@ -231,7 +237,10 @@ static int finish_connect(test_fleet_t *fl, size_t i)
         return -soerr;
     c->state = FC_OPEN;
     fl->n_open++;
-    return arm(fl, i, EPOLLIN, EPOLL_CTL_MOD);
+    int rc = arm(fl, i, EPOLLIN, EPOLL_CTL_MOD);
+    if (rc == 0 && nl_buf_readable(&c->out) > 0)
+        flush_out(fl, i); /* what test_fleet_connect's caller queued meanwhile */
+    return rc;
 }
 
 /* Writes what slot i has queued; arms or disarms EPOLLOUT accordingly. */
@@ -264,12 +273,13 @@ static void flush_out(test_fleet_t *fl, size_t i)
 int test_fleet_send(test_fleet_t *fl, size_t i, const Herald__Frame *f)
 {
     fleet_conn_t *c = &fl->c[i];
-    if (c->state != FC_OPEN || c->is_eof)
+    if ((c->state != FC_OPEN && c->state != FC_CONNECTING) || c->is_eof)
         return -ENOTCONN;
     int rc = proto_frame_append(&c->out, f);
     if (rc < 0)
         return rc;
-    flush_out(fl, i);
+    if (c->state == FC_OPEN)
+        flush_out(fl, i);
     return 0;
 }
 
@@ -384,9 +394,17 @@ static int poll_round(test_fleet_t *fl, int timeout_ms, test_fleet_frame_cb cb,
     if (n < 0 && errno != EINTR)
         return -errno;
     for (int k = 0; k < n; k++) {
-        int rc = service(fl, (size_t)fl->evs[k].data.u64, fl->evs[k].events, raw != NULL);
-        if (rc < 0)
-            return rc;
+        size_t i = (size_t)fl->evs[k].data.u64;
+        int rc = service(fl, i, fl->evs[k].events, raw != NULL);
+        if (rc < 0) {
+            /* Only a connect fails here (test_fleet_connect): the slot closes, and the
+             * callback hears of it as of any close. */
+            conn_close(fl, i, rc);
+            if (raw)
+                raw(fl, i, NULL, 0, arg);
+            else if (cb)
+                cb(fl, i, NULL, arg);
+        }
     }
     int serviced = (int)fl->n_dirty;
     /* A callback may send, which never marks dirty, so the list is stable while it runs. */
@@ -415,13 +433,38 @@ int test_fleet_poll_raw(test_fleet_t *fl, int timeout_ms, test_fleet_raw_cb cb, 
 int test_fleet_send_raw(test_fleet_t *fl, size_t i, const void *data, size_t len)
 {
     fleet_conn_t *c = &fl->c[i];
-    if (c->state != FC_OPEN || c->is_eof)
+    if ((c->state != FC_OPEN && c->state != FC_CONNECTING) || c->is_eof)
         return -ENOTCONN;
     int rc = nl_buf_append(&c->out, data, len);
     if (rc < 0)
         return rc;
-    flush_out(fl, i);
+    if (c->state == FC_OPEN)
+        flush_out(fl, i);
     return 0;
+}
+
+int test_fleet_connect(test_fleet_t *fl, size_t i, uint16_t port)
+{
+    fleet_conn_t *c = &fl->c[i];
+    if (c->state == FC_CONNECTING || c->state == FC_OPEN)
+        return -EISCONN;
+    /* A closed slot starts over; its buffers were freed by the close. */
+    nl_buf_deinit(&c->in);
+    nl_buf_deinit(&c->out);
+    nl_buf_init(&c->in, TEST_CLIENT_MAX_FRAME * 2);
+    nl_buf_init(&c->out, TEST_CLIENT_MAX_FRAME * 2);
+    c->is_eof = false;
+    c->is_writing = false;
+    c->close_reason = 0;
+    c->wait_id = 0;
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port)};
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    int rc = start_connect(fl, i, &sa);
+    if (rc < 0) {
+        c->state = FC_CLOSED;
+        c->close_reason = rc;
+    }
+    return rc;
 }
 
 int test_fleet_open(test_fleet_t *fl, uint16_t port, size_t in_flight, int timeout_ms)
