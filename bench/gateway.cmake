@@ -11,7 +11,7 @@ set(GW_BENCH_SUPPORT
     ${PROJECT_SOURCE_DIR}/tests/herald_http.c
     ${PROJECT_SOURCE_DIR}/tests/herald_client.c
     ${PROJECT_SOURCE_DIR}/tests/herald_fleet.c)
-foreach(b bench_gw_idle bench_gw_fanout)
+foreach(b bench_gw_idle bench_gw_fanout bench_gw_recovery)
     if(EXISTS ${CMAKE_CURRENT_LIST_DIR}/${b}.c)
         # A program split over files keeps its parts as <name>_*.c next to <name>.c.
         file(GLOB parts ${CMAKE_CURRENT_LIST_DIR}/${b}_*.c)

@@ -1,0 +1,667 @@
+/*
+ * bench_gw_recovery: issue 17's recovery storm.
+ *
+ * herald keeps the last --keep (100) messages of the channel "room" (`--history-rules
+ * room=100`). --clients (10,000) storm clients and --stayers (1,000) clients connect with
+ * their own HS256 tokens and subscribe to room; a publisher thread publishes --rate (10)
+ * messages a second to room, each stamped with its send time (CLOCK_REALTIME, as in
+ * bench_gw_fanout's latency mode). Then:
+ *
+ *   1. reference: --quiet-seconds (3) of live publishing with everyone subscribed.
+ *   2. away: live publishing pauses; once every client has every message (offset X of epoch
+ *      E), the storm clients close their connections; once herald counts them gone, a second
+ *      publisher publishes --missed (50) messages. Each storm client has missed exactly those.
+ *   3. storm: live publishing resumes and every storm client reconnects: a new connection,
+ *      Connect with its token and Subscribe{room, recover, offset X, epoch E} sent together,
+ *      as fast as herald takes them (at most --in-flight clients between connect() and
+ *      ConnectOk) or, with --spread-ms S, started evenly over S ms. A client is live once it
+ *      has SubscribeOk{recovered, offset X} and the missed messages X+1..X+missed. The phase
+ *      ends when every storm client is live or has failed (or at --storm-timeout).
+ *   4. after: --after-seconds (2) more of live publishing; then the publisher stops and every
+ *      client must hold the last message.
+ *   With --storms N, phases 2-4 run N times in a row, each storm reported on its own: herald's
+ *   RSS after one storm and after the next tells memory kept for reuse from memory lost.
+ *
+ * Checks: every storm client got SubscribeOk{recovered = true, offset = X}, then Pushes at
+ * X+1, X+2, ... with no gap and no duplicate to the end, the first --missed of them the
+ * missed messages (a mark in the payload), the rest live ones; the stayers' offsets are
+ * consecutive all along. Printed: the time from the first reconnect to the last client live
+ * (and each client's reconnect-to-live time), herald's RSS at several points, herald's CPU time
+ * during the storm, recovered / not recovered counts with the reasons, /metrics' recovery
+ * counters, and the publish-to-arrival latency (kernel receive stamp) of the live pushes at
+ * clients that are live, per phase: at the stayers, and at the storm clients counting only
+ * messages published after that client went live (a message recovered from history is not a
+ * live push). Phase 1 is the same measurement without a storm: the reference.
+ *
+ * With --rate R and --keep K, a storm client can recover only while the history still holds
+ * X+1, i.e. for (K - missed) / R seconds after the storm begins (5 s at the defaults): past
+ * that herald rightly answers "cannot recover", and the check counts the client as not
+ * recovered.
+ *
+ * Everything runs in this process: the fleet (one thread, raw mode: Pushes parsed in place)
+ * and the publisher thread; one process may hold 20,000 descriptors, so --clients plus
+ * --stayers is at most 19,900. herald runs with its default IO loops (one per CPU) unless
+ * --io-threads says otherwise, and --worker-queue 65536 so that the setup's 11,000 Connects
+ * sent at once are not refused as busy (the storm itself keeps --in-flight below the default
+ * queue of 4,096).
+ *
+ * Usage: bench_gw_recovery [--clients N] [--stayers N] [--missed N] [--keep N] [--rate R]
+ *        [--payload B] [--in-flight N] [--spread-ms S] [--quiet-seconds S] [--after-seconds S]
+ *        [--storm-timeout S] [--storms N] [--io-threads T] [--herald PATH]
+ * This is a benchmark program, never a ctest case (STYLE.md §9).
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "bench_gw_recovery.h"
+#include "herald_client.h"
+#include "herald_harness.h"
+#include "netlib/nl_hist.h"
+
+#define SECRET "bench-recovery-secret-0123456789abcdef"
+#define API_KEY "bench-recovery-key"
+#define SETUP_MS 300000
+#define WAIT_MS 60000
+#define MAX_CLIENTS 19900
+
+/* Polls the fleet until done(r) or the deadline. Returns 0 or -ETIMEDOUT. */
+static int poll_until(run_t *r, bool (*done)(const run_t *r), int timeout_ms)
+{
+    int64_t until = test_now_ms() + timeout_ms;
+    while (!done(r)) {
+        if (test_now_ms() >= until)
+            return -ETIMEDOUT;
+        test_fleet_poll_raw(r->fl, 5, rec_on_raw, r);
+    }
+    return 0;
+}
+
+/* Polls the fleet for ms milliseconds. */
+static void poll_for(run_t *r, int ms)
+{
+    int64_t until = test_now_ms() + ms;
+    while (test_now_ms() < until)
+        test_fleet_poll_raw(r->fl, 5, rec_on_raw, r);
+}
+
+/* Every client still in (subscribed, or live again) has every message before r->want_next. */
+static bool all_caught_up(const run_t *r)
+{
+    for (size_t i = 0; i < r->n; i++)
+        if ((r->c[i].state == CS_SUBSCRIBED || r->c[i].state == CS_LIVE) &&
+            r->c[i].next < r->want_next)
+            return false;
+    return true;
+}
+
+/* --- setup ------------------------------------------------------------------------------------ */
+
+static const char *token_of(size_t i, void *arg)
+{
+    return ((run_t *)arg)->tokens[i];
+}
+
+static int mint_tokens(run_t *r)
+{
+    r->tokens = calloc(r->n, sizeof(*r->tokens));
+    if (!r->tokens)
+        return -ENOMEM;
+    for (size_t i = 0; i < r->n; i++) {
+        char user[32];
+        char tok[1024];
+        snprintf(user, sizeof(user), "%s%zu", i < r->o->clients ? "u" : "s", i);
+        int len = test_token(tok, sizeof(tok), user, CHANNEL, 3600, 0, SECRET);
+        if (len <= 0 || !(r->tokens[i] = strdup(tok)))
+            return len < 0 ? len : -ENOMEM;
+    }
+    return 0;
+}
+
+static test_herald_t *start_herald(const opts_t *o)
+{
+    char threads[16];
+    char maxc[32];
+    char rules[64];
+    snprintf(threads, sizeof(threads), "%d", o->io_threads);
+    snprintf(maxc, sizeof(maxc), "%zu", o->clients + o->stayers + 100);
+    snprintf(rules, sizeof(rules), CHANNEL "=%u", o->keep);
+    const char *args[] = {"--secret",
+                          SECRET,
+                          "--api-key",
+                          API_KEY,
+                          "--io-threads",
+                          threads,
+                          "--history-rules",
+                          rules,
+                          "--max-connections",
+                          maxc,
+                          "--worker-queue",
+                          "65536",
+                          "--publish-rate",
+                          "0",
+                          "--idle-timeout",
+                          "1h",
+                          "--ping-interval",
+                          "30m",
+                          "--connect-timeout",
+                          "10m",
+                          NULL};
+    test_herald_opts_t ho = {.args = args, .cpu = -1};
+    test_herald_t *h = NULL;
+    int rc = test_herald_start(&h, &ho);
+    if (rc != 0) {
+        fprintf(stderr, "herald did not start: %s\n", strerror(-rc));
+        return NULL;
+    }
+    return h;
+}
+
+/* herald's user + system CPU time in ms (/proc/<pid>/stat), or -1. */
+static long cpu_ms(pid_t pid)
+{
+    char path[64];
+    char buf[1024];
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    char *p = strrchr(buf, ')'); /* comm may hold spaces */
+    unsigned long ut = 0;
+    unsigned long st = 0;
+    if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) != 2)
+        return -1;
+    return (long)((ut + st) * 1000 / (unsigned long)sysconf(_SC_CLK_TCK));
+}
+
+static double metric(const test_herald_t *h, const char *family, const char *label)
+{
+    double v = -1;
+    if (test_metric_sum(h->admin_port, API_KEY, family, label, &v) != 0)
+        return -1;
+    return v;
+}
+
+/* Waits until herald counts want connections. */
+static int await_connections(run_t *r, const test_herald_t *h, double want)
+{
+    int64_t until = test_now_ms() + WAIT_MS;
+    while (metric(h, "herald_connections", NULL) != want) {
+        if (test_now_ms() >= until)
+            return -ETIMEDOUT;
+        poll_for(r, 20);
+    }
+    return 0;
+}
+
+/* --- the storm -------------------------------------------------------------------------------- */
+
+/* Reconnects storm client i: connect, then Connect and Subscribe{recover} queued behind it. */
+static void reconnect(run_t *r, const test_herald_t *h, size_t i)
+{
+    client_t *c = &r->c[i];
+    c->start_ms = test_now_ms();
+    c->state = CS_CONNECTING;
+    int rc = test_fleet_connect(r->fl, i, h->port);
+    Herald__Frame f;
+    Herald__Connect conn;
+    test_frame_connect(&f, &conn, r->tokens[i]);
+    f.id = 1;
+    if (rc == 0)
+        rc = test_fleet_send(r->fl, i, &f);
+    Herald__Subscribe sub;
+    test_frame_subscribe(&f, &sub, CHANNEL);
+    f.id = 2;
+    sub.recover = true;
+    sub.offset = r->x;
+    sub.epoch = r->epoch;
+    if (rc == 0)
+        rc = test_fleet_send(r->fl, i, &f);
+    if (rc != 0)
+        rec_client_fail(r, i, F_CLOSED);
+}
+
+/* Phase 3. Returns the time from the first reconnect to the last client live, in ms, or -1
+ * when not every client went live. */
+static int64_t storm(run_t *r, const test_herald_t *h)
+{
+    const opts_t *o = r->o;
+    int64_t t0 = test_now_ms();
+    int64_t until = t0 + (int64_t)o->storm_timeout_s * 1000;
+    size_t started = 0;
+    while (r->live + r->failed < o->clients && test_now_ms() < until) {
+        int64_t now = test_now_ms();
+        if (o->spread_ms > 0) {
+            size_t due = (size_t)((double)(now - t0) * (double)o->clients / o->spread_ms) + 1;
+            while (started < o->clients && started < due)
+                reconnect(r, h, started++);
+        } else {
+            /* In flight: between connect() and ConnectOk (or failure). */
+            while (started < o->clients && started - r->authed - r->connect_failed < o->in_flight)
+                reconnect(r, h, started++);
+        }
+        test_fleet_poll_raw(r->fl, 1, rec_on_raw, r);
+    }
+    for (size_t i = 0; i < o->clients; i++)
+        if (r->c[i].state != CS_LIVE && r->c[i].state != CS_FAILED)
+            rec_client_fail(r, i, F_TIMEOUT);
+    return r->live == o->clients ? r->last_live_ms - t0 : -1;
+}
+
+static void parse_opts(int argc, char **argv, opts_t *o)
+{
+    static const struct option longs[] = {{"clients", required_argument, NULL, 'c'},
+                                          {"stayers", required_argument, NULL, 's'},
+                                          {"missed", required_argument, NULL, 'm'},
+                                          {"keep", required_argument, NULL, 'k'},
+                                          {"rate", required_argument, NULL, 'r'},
+                                          {"payload", required_argument, NULL, 'b'},
+                                          {"in-flight", required_argument, NULL, 'f'},
+                                          {"spread-ms", required_argument, NULL, 'S'},
+                                          {"quiet-seconds", required_argument, NULL, 'q'},
+                                          {"after-seconds", required_argument, NULL, 'a'},
+                                          {"storm-timeout", required_argument, NULL, 'T'},
+                                          {"storms", required_argument, NULL, 'n'},
+                                          {"io-threads", required_argument, NULL, 't'},
+                                          {"herald", required_argument, NULL, 'H'},
+                                          {NULL, 0, NULL, 0}};
+    int ch;
+    while ((ch = getopt_long(argc, argv, "", longs, NULL)) != -1) {
+        switch (ch) {
+        case 'c':
+            o->clients = strtoull(optarg, NULL, 10);
+            break;
+        case 's':
+            o->stayers = strtoull(optarg, NULL, 10);
+            break;
+        case 'm':
+            o->missed = (uint32_t)strtoul(optarg, NULL, 10);
+            break;
+        case 'k':
+            o->keep = (uint32_t)strtoul(optarg, NULL, 10);
+            break;
+        case 'r':
+            o->rate = atoi(optarg);
+            break;
+        case 'b':
+            o->payload = strtoull(optarg, NULL, 10);
+            break;
+        case 'f':
+            o->in_flight = strtoull(optarg, NULL, 10);
+            break;
+        case 'S':
+            o->spread_ms = atoi(optarg);
+            break;
+        case 'q':
+            o->quiet_s = atoi(optarg);
+            break;
+        case 'a':
+            o->after_s = atoi(optarg);
+            break;
+        case 'T':
+            o->storm_timeout_s = atoi(optarg);
+            break;
+        case 'n':
+            o->storms = atoi(optarg);
+            break;
+        case 't':
+            o->io_threads = atoi(optarg);
+            break;
+        case 'H':
+            setenv("TEST_HERALD_BIN", optarg, 1);
+            break;
+        default:
+            exit(2);
+        }
+    }
+    if (o->clients == 0 || o->clients + o->stayers > MAX_CLIENTS || o->keep == 0 ||
+        o->missed > o->keep || o->rate < 1 || o->rate > 10000 || o->payload < MIN_PAYLOAD ||
+        o->payload > 65536 || o->in_flight == 0 || o->spread_ms < 0 || o->spread_ms > 60000 ||
+        o->quiet_s < 1 || o->quiet_s > 60 || o->after_s < 1 || o->after_s > 60 ||
+        o->storm_timeout_s < 1 || o->storm_timeout_s > 300 || o->storms < 1 || o->storms > 10 ||
+        o->io_threads < 0) {
+        fprintf(stderr, "bad options\n");
+        exit(2);
+    }
+}
+
+/* --- report ----------------------------------------------------------------------------------- */
+
+static void print_lat(const char *what, const nl_hist_t *a, const nl_hist_t *p)
+{
+    nl_hist_summary_t s;
+    nl_hist_summary_t q;
+    nl_hist_summarize(a, &s);
+    nl_hist_summarize(p, &q);
+    if (s.count == 0) {
+        printf("    %-42s no samples\n", what);
+        return;
+    }
+    printf("    %-42s %7llu pushes: arrival p50 %6.2f  p99 %7.2f  max %7.2f ms; processed p99 "
+           "%7.2f ms\n",
+           what, (unsigned long long)s.count, (double)s.p50 / 1000.0, (double)s.p99 / 1000.0,
+           (double)s.max / 1000.0, (double)q.p99 / 1000.0);
+}
+
+/* Prints one phase's latencies at the stayers and at the storm clients. */
+static void report_latency(const run_t *r, int ph)
+{
+    static const char *const names[PH_COUNT] = {"reference", "during the storm", "after it"};
+    char what[96];
+    snprintf(what, sizeof(what), "%s, %zu stayers", names[ph], r->o->stayers);
+    print_lat(what, &r->arrive_us[ph][G_STAYERS], &r->processed_us[ph][G_STAYERS]);
+    snprintf(what, sizeof(what), "%s, storm clients%s", names[ph],
+             ph == PH_STORM ? " once live" : "");
+    print_lat(what, &r->arrive_us[ph][G_STORM], &r->processed_us[ph][G_STORM]);
+}
+
+static void report_setup(const run_t *r, int64_t setup_ms, long rss)
+{
+    const opts_t *o = r->o;
+    printf("bench_gw_recovery: herald io_threads=%d, history " CHANNEL "=%u; %zu storm clients + "
+           "%zu stayers (own HS256 tokens), %d live publishes/s of %zu bytes; each storm: %u "
+           "missed, then the clients reconnect ",
+           o->io_threads, o->keep, o->clients, o->stayers, o->rate, o->payload, o->missed);
+    if (o->spread_ms)
+        printf("spread evenly over %d ms\n", o->spread_ms);
+    else
+        printf("as fast as herald takes them (at most %zu between connect() and ConnectOk)\n",
+               o->in_flight);
+    printf("  setup %lld ms; herald VmRSS with everyone subscribed %ld KiB\n", (long long)setup_ms,
+           rss);
+    printf("  live pushes, publish to arrival in the client's socket (kernel stamp):\n");
+    report_latency(r, PH_REF);
+}
+
+/* What one storm measured besides the run's counters. */
+typedef struct storm_figs_s {
+    long rss_before;
+    long rss_live;
+    long rss_end;
+    long cpu_ms;
+    int64_t to_all_live_ms; /* -1: not every client went live */
+    int64_t phase_ms;
+} storm_figs_t;
+
+static void report_storm(const run_t *r, const test_herald_t *h, int k, const storm_figs_t *g)
+{
+    const opts_t *o = r->o;
+    nl_hist_summary_t s;
+    nl_hist_summarize(&r->to_live_ms, &s);
+    printf("storm %d/%d: ", k + 1, o->storms);
+    if (g->to_all_live_ms >= 0)
+        printf("first reconnect to all %zu live: %lld ms", o->clients,
+               (long long)g->to_all_live_ms);
+    else
+        printf("NOT all live: %zu of %zu after %lld ms", r->live, o->clients,
+               (long long)g->phase_ms);
+    printf("; each client's reconnect to live p50 %llu, p99 %llu, max %llu ms\n",
+           (unsigned long long)s.p50, (unsigned long long)s.p99, (unsigned long long)s.max);
+    printf("  herald CPU meanwhile %ld ms (%.0f%% of one CPU)\n", g->cpu_ms,
+           g->phase_ms > 0 ? 100.0 * (double)g->cpu_ms / (double)g->phase_ms : 0.0);
+    printf("  recovery check: %zu of %zu recovered exactly their %u missed messages in order, "
+           "then the live ones, no gap, no duplicate; not recovered %zu",
+           r->live, o->clients, o->missed, r->failed);
+    for (int f = 1; f < F_COUNT; f++)
+        if (r->fails[f])
+            printf(" (%s: %zu)", rec_fail_names[f], r->fails[f]);
+    printf("; %llu recovered Pushes; stayers with a gap so far %zu of %zu\n",
+           (unsigned long long)r->recovered_pushes, r->stayer_gaps, o->stayers);
+    printf("  herald VmRSS: before the storm %ld KiB (storm clients away, %u missed kept), all "
+           "live %ld KiB, after it %ld KiB\n",
+           g->rss_before, o->missed, g->rss_live, g->rss_end);
+    static const char *const results[] = {"recovered", "epoch_changed", "not_covered", "no_history",
+                                          "too_large"};
+    printf("  /metrics (whole run): herald_recoveries_total");
+    for (size_t i = 0; i < sizeof(results) / sizeof(results[0]); i++) {
+        char label[64];
+        snprintf(label, sizeof(label), "result=\"%s\"", results[i]);
+        printf(" %s %.0f", results[i], metric(h, "herald_recoveries_total", label));
+    }
+    printf("; herald_history_messages %.0f, herald_history_bytes %.0f\n",
+           metric(h, "herald_history_messages", NULL), metric(h, "herald_history_bytes", NULL));
+    printf("  live pushes, publish to arrival in the client's socket (kernel stamp):\n");
+    report_latency(r, PH_STORM);
+    report_latency(r, PH_AFTER);
+    if (r->unstamped)
+        printf("  %llu pushes so far had no kernel stamp (left out)\n",
+               (unsigned long long)r->unstamped);
+}
+
+/* --- the phases ------------------------------------------------------------------------------- */
+
+/* Phase 2: pause, everyone caught up, storm clients away, the missed messages published. */
+static int go_away(run_t *r, const test_herald_t *h, pubthr_t *pt, test_client_t *pub2)
+{
+    const opts_t *o = r->o;
+    int rc = rec_pub_pause(pt);
+    if (rc != 0)
+        return rc;
+    r->x = atomic_load(&pt->last_offset);
+    r->want_next = r->x + 1;
+    if ((rc = poll_until(r, all_caught_up, WAIT_MS)) != 0) {
+        fprintf(stderr, "clients did not catch up with offset %llu\n", (unsigned long long)r->x);
+        return rc;
+    }
+    for (size_t i = 0; i < o->clients; i++) {
+        test_fleet_close(r->fl, i);
+        r->c[i].state = CS_AWAY;
+        r->c[i].missed_got = 0;
+    }
+    if ((rc = await_connections(r, h, (double)(o->stayers + 2))) != 0) {
+        fprintf(stderr, "herald did not see the storm clients go\n");
+        return rc;
+    }
+    uint8_t *buf = calloc(1, o->payload);
+    for (uint32_t k = 0; rc == 0 && k < o->missed; k++) {
+        uint64_t off = 0;
+        char ep[17] = "";
+        rec_payload_mark(buf, rec_wall_ns(), k, KIND_MISSED);
+        rc = test_client_publish_ex(pub2, CHANNEL, buf, o->payload, &off, ep, WAIT_MS);
+        if (rc == 0 && (off != r->x + 1 + k || strcmp(ep, r->epoch) != 0)) {
+            fprintf(stderr, "missed message %u: offset %llu epoch %s, expected %llu %s\n", k,
+                    (unsigned long long)off, ep, (unsigned long long)(r->x + 1 + k), r->epoch);
+            rc = -EPROTO;
+        }
+    }
+    free(buf);
+    if (rc != 0)
+        return rc;
+    r->want_next = r->x + o->missed + 1;
+    return poll_until(r, all_caught_up, WAIT_MS);
+}
+
+/* Phase 4's end: the publisher stops and every client still in must hold the last message;
+ * one that does not has a gap. */
+static void final_check(run_t *r, pubthr_t *pt)
+{
+    if (rec_pub_pause(pt) != 0)
+        return;
+    r->want_next = atomic_load(&pt->last_offset) + 1;
+    (void)poll_until(r, all_caught_up, WAIT_MS);
+    for (size_t i = 0; i < r->n; i++)
+        if ((r->c[i].state == CS_SUBSCRIBED || r->c[i].state == CS_LIVE) &&
+            r->c[i].next != r->want_next)
+            rec_client_fail(r, i, F_GAP);
+}
+
+/* Clears the counters and latencies of the last storm. */
+static void storm_reset(run_t *r)
+{
+    r->authed = 0;
+    r->connect_failed = 0;
+    r->live = 0;
+    r->failed = 0;
+    memset(r->fails, 0, sizeof(r->fails));
+    r->recovered_pushes = 0;
+    r->after_wall = 0;
+    for (int g = 0; g < G_COUNT; g++) {
+        nl_hist_init(&r->arrive_us[PH_STORM][g]);
+        nl_hist_init(&r->processed_us[PH_STORM][g]);
+        nl_hist_init(&r->arrive_us[PH_AFTER][g]);
+        nl_hist_init(&r->processed_us[PH_AFTER][g]);
+    }
+    nl_hist_init(&r->to_live_ms);
+}
+
+/* Phases 2-4 once. Returns: 0 when every storm client recovered and no stayer has a gap; 1
+ * when a check failed; a negative errno when the run itself broke (setup of the phase). */
+static int one_storm(run_t *r, const test_herald_t *h, pubthr_t *pt, test_client_t *pub2, int k)
+{
+    storm_figs_t g = {0};
+    storm_reset(r);
+    int rc = go_away(r, h, pt, pub2);
+    if (rc != 0)
+        return rc;
+    g.rss_before = test_proc_rss_kb(h->pid);
+    long cpu0 = cpu_ms(h->pid);
+    r->storm_wall = rec_wall_ns();
+    atomic_store(&pt->is_on, 1);
+    int64_t s0 = test_now_ms();
+    g.to_all_live_ms = storm(r, h);
+    g.phase_ms = test_now_ms() - s0;
+    r->after_wall = rec_wall_ns();
+    g.cpu_ms = cpu_ms(h->pid) - cpu0;
+    g.rss_live = test_proc_rss_kb(h->pid);
+    poll_for(r, r->o->after_s * 1000);
+    final_check(r, pt);
+    g.rss_end = test_proc_rss_kb(h->pid);
+    report_storm(r, h, k, &g);
+    return r->live == r->o->clients && r->stayer_gaps == 0 ? 0 : 1;
+}
+
+/* Setup: the second publisher, the channel's epoch, everyone connected and subscribed. */
+static int setup(run_t *r, const test_herald_t *h, test_client_t *pub2)
+{
+    const opts_t *o = r->o;
+    char tok[1024];
+    int rc = test_token(tok, sizeof(tok), "p2", CHANNEL, 3600, 0, SECRET) > 0 ? 0 : -EINVAL;
+    if (rc == 0)
+        rc = test_client_auth(pub2, h->port, tok, WAIT_MS);
+    /* A first message gives the channel its epoch. */
+    uint8_t *buf = calloc(1, o->payload);
+    uint64_t off = 0;
+    rec_payload_mark(buf, rec_wall_ns(), 0, KIND_PRELUDE);
+    if (rc == 0)
+        rc = test_client_publish_ex(pub2, CHANNEL, buf, o->payload, &off, r->epoch, WAIT_MS);
+    free(buf);
+    uint64_t *offsets = calloc(r->n, sizeof(*offsets));
+    if (rc == 0)
+        rc = test_fleet_new(&r->fl, r->n);
+    if (rc == 0) {
+        test_fleet_set_rx_timestamps(r->fl, true);
+        rc = test_fleet_open(r->fl, h->port, 256, SETUP_MS);
+    }
+    if (rc == 0)
+        rc = test_fleet_hello_all(r->fl, NULL, token_of, r, SETUP_MS);
+    if (rc == 0)
+        rc = test_fleet_subscribe_all(r->fl, CHANNEL, offsets, NULL, NULL, SETUP_MS);
+    for (size_t i = 0; rc == 0 && i < r->n; i++)
+        r->c[i].next = offsets[i] + 1;
+    free(offsets);
+    if (rc != 0)
+        fprintf(stderr, "setup: %s (%s)\n", strerror(-rc),
+                r->fl ? test_fleet_what(r->fl) : test_client_what(pub2));
+    return rc;
+}
+
+/* The whole run on a started herald. Returns 0 when every check passed. */
+static int run(run_t *r, const test_herald_t *h)
+{
+    const opts_t *o = r->o;
+    test_client_t pub2 = {.fd = -1};
+    int64_t t0 = test_now_ms();
+    int rc = setup(r, h, &pub2);
+    if (rc != 0) {
+        test_client_close(&pub2);
+        return -1;
+    }
+    int64_t setup_ms = test_now_ms() - t0;
+    long rss = test_proc_rss_kb(h->pid);
+    char ptok[1024];
+    test_token(ptok, sizeof(ptok), "p1", CHANNEL, 3600, 0, SECRET);
+    pubthr_t pt = {.port = h->port,
+                   .token = ptok,
+                   .rate = o->rate,
+                   .payload = o->payload,
+                   .deadline_ms = test_now_ms() + 600000};
+    pthread_t thr;
+    if (pthread_create(&thr, NULL, rec_pub_main, &pt) != 0) {
+        test_client_close(&pub2);
+        return -1;
+    }
+    /* 1. reference */
+    atomic_store(&pt.is_on, 1);
+    poll_for(r, o->quiet_s * 1000);
+    if (rec_pub_pause(&pt) == 0 && pt.err == 0)
+        report_setup(r, setup_ms, rss);
+    int failed = 0;
+    for (int k = 0; k < o->storms && pt.err == 0; k++) {
+        rc = one_storm(r, h, &pt, &pub2, k);
+        if (rc < 0)
+            break;
+        failed += rc;
+        rc = 0;
+    }
+    atomic_store(&pt.is_quit, 1);
+    pthread_join(thr, NULL);
+    if (pt.err != 0)
+        fprintf(stderr, "%s (%s)\n", strerror(-pt.err), pt.what);
+    printf("%llu live messages published\n", (unsigned long long)atomic_load(&pt.sent));
+    test_client_close(&pub2);
+    return rc == 0 && failed == 0 && pt.err == 0 ? 0 : -1;
+}
+
+int main(int argc, char **argv)
+{
+    opts_t o = {.clients = 10000,
+                .stayers = 1000,
+                .missed = 50,
+                .keep = 100,
+                .rate = 10,
+                .payload = 128,
+                .in_flight = 256,
+                .quiet_s = 3,
+                .after_s = 2,
+                .storm_timeout_s = 60,
+                .storms = 1};
+    parse_opts(argc, argv, &o);
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    signal(SIGPIPE, SIG_IGN);
+    size_t n = o.clients + o.stayers;
+    if (test_raise_nofile(n + 64) < (long)(n + 32)) {
+        fprintf(stderr, "RLIMIT_NOFILE too low for %zu clients\n", n);
+        return 1;
+    }
+    run_t *r = calloc(1, sizeof(*r));
+    if (!r || !(r->c = calloc(n, sizeof(*r->c))))
+        return 1;
+    r->o = &o;
+    r->n = n;
+    if (mint_tokens(r) != 0) {
+        fprintf(stderr, "cannot mint the tokens\n");
+        return 1;
+    }
+    test_herald_t *h = start_herald(&o);
+    if (!h)
+        return 1;
+    int rc = run(r, h);
+    test_fleet_free(r->fl);
+    int st = test_herald_stop(h, 0);
+    for (size_t i = 0; i < n; i++)
+        free(r->tokens[i]);
+    free(r->tokens);
+    free(r->c);
+    free(r);
+    return rc == 0 && st == 0 ? 0 : 1;
+}

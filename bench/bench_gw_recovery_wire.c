@@ -1,0 +1,320 @@
+/*
+ * bench_gw_recovery_wire: the parts of bench_gw_recovery (see its header comment) that touch
+ * the wire: the live publisher thread, and the fleet's raw callback, which parses Push frames
+ * in place (other frames, a few per client, through protobuf-c) and checks each client's
+ * recovery and order as its bytes arrive.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "bench_gw_recovery.h"
+#include "herald_client.h"
+#include "herald_harness.h"
+#include "netlib/nl_hist.h"
+
+#define PAUSE_WAIT_MS 60000
+
+const char *const rec_fail_names[F_COUNT] = {"none",
+                                             "recovered=false",
+                                             "wrong SubscribeOk offset",
+                                             "gap or duplicate",
+                                             "not the missed messages",
+                                             "Error/Disconnect",
+                                             "connection closed",
+                                             "not live in time"};
+
+uint64_t rec_wall_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* --- the live publisher thread -------------------------------------------------------------- */
+
+void rec_payload_mark(uint8_t *p, uint64_t send_ns, uint64_t seq, uint8_t kind)
+{
+    memcpy(p, &send_ns, 8);
+    memcpy(p + 8, &seq, 8);
+    p[16] = kind;
+}
+
+/* Publishes --rate stamped messages a second while is_on, until is_quit or the deadline. A
+ * publish waits for its PublishOk; a late one does not make the next come sooner. */
+void *rec_pub_main(void *arg)
+{
+    pubthr_t *p = arg;
+    test_client_t c = {.fd = -1};
+    uint8_t *buf = calloc(1, p->payload);
+    p->err = buf ? test_client_auth(&c, p->port, p->token, TEST_CLIENT_WAIT_MS) : -ENOMEM;
+    if (p->err != 0)
+        snprintf(p->what, sizeof(p->what), "publisher: %s", test_client_what(&c));
+    uint64_t period_ns = 1000000000ull / (uint64_t)p->rate;
+    uint64_t next = 0;
+    while (p->err == 0 && !atomic_load(&p->is_quit) && test_now_ms() < p->deadline_ms) {
+        if (!atomic_load(&p->is_on)) {
+            atomic_store(&p->pause_ack, atomic_load(&p->pause_req));
+            next = 0;
+            poll(NULL, 0, 1);
+            continue;
+        }
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        uint64_t now = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+        if (next == 0)
+            next = now;
+        if (now < next) {
+            /* Sleep in slices of at most 5 ms so that a pause takes effect quickly. */
+            uint64_t until = next - now > 5000000u ? now + 5000000u : next;
+            ts.tv_sec = (time_t)(until / 1000000000u);
+            ts.tv_nsec = (long)(until % 1000000000u);
+            clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL);
+            continue;
+        }
+        uint64_t seq = atomic_load(&p->sent);
+        rec_payload_mark(buf, rec_wall_ns(), seq, KIND_LIVE);
+        uint64_t off = 0;
+        p->err = test_client_publish(&c, CHANNEL, buf, p->payload, &off, TEST_CLIENT_WAIT_MS);
+        if (p->err != 0) {
+            snprintf(p->what, sizeof(p->what), "publisher: %s", test_client_what(&c));
+            break;
+        }
+        atomic_store(&p->last_offset, off);
+        atomic_store(&p->sent, seq + 1);
+        next = next + period_ns > now ? next + period_ns : now;
+    }
+    atomic_store(&p->pause_ack, UINT64_MAX); /* never leave main waiting */
+    test_client_close(&c);
+    free(buf);
+    return NULL;
+}
+
+/* Pauses the publisher and waits until no publish is in flight. Returns 0 or -ETIMEDOUT. */
+int rec_pub_pause(pubthr_t *p)
+{
+    uint64_t req = atomic_fetch_add(&p->pause_req, 1) + 1;
+    atomic_store(&p->is_on, 0);
+    int64_t until = test_now_ms() + PAUSE_WAIT_MS;
+    while (atomic_load(&p->pause_ack) < req && test_now_ms() < until)
+        poll(NULL, 0, 1);
+    return atomic_load(&p->pause_ack) >= req ? 0 : -ETIMEDOUT;
+}
+
+/* --- the fleet's bytes, parsed in place ------------------------------------------------------ */
+
+static bool varint(const uint8_t **p, const uint8_t *end, uint64_t *v)
+{
+    uint64_t r = 0;
+    for (int shift = 0; shift < 64 && *p < end; shift += 7) {
+        uint8_t b = *(*p)++;
+        r |= (uint64_t)(b & 0x7f) << shift;
+        if (!(b & 0x80)) {
+            *v = r;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Finds the body field of a Frame: its number and bytes. Returns false when malformed. */
+static bool frame_body(const uint8_t *p, const uint8_t *end, uint32_t *field, const uint8_t **body,
+                       size_t *blen)
+{
+    *field = 0;
+    while (p < end) {
+        uint64_t tag;
+        uint64_t v;
+        if (!varint(&p, end, &tag))
+            return false;
+        if ((tag & 7) == 0) {
+            if (!varint(&p, end, &v))
+                return false;
+        } else if ((tag & 7) == 2) {
+            if (!varint(&p, end, &v) || v > (uint64_t)(end - p))
+                return false;
+            *field = (uint32_t)(tag >> 3);
+            *body = p;
+            *blen = (size_t)v;
+            p += v;
+        } else {
+            return false;
+        }
+    }
+    return *field != 0;
+}
+
+/* Push.offset and Push.payload. */
+static void parse_push(const uint8_t *p, const uint8_t *end, uint64_t *offset,
+                       const uint8_t **payload, size_t *plen)
+{
+    while (p < end) {
+        uint64_t tag;
+        uint64_t v;
+        if (!varint(&p, end, &tag))
+            return;
+        if ((tag & 7) == 0) {
+            if (!varint(&p, end, &v))
+                return;
+            if (tag >> 3 == 2)
+                *offset = v;
+        } else if ((tag & 7) == 2) {
+            if (!varint(&p, end, &v) || v > (uint64_t)(end - p))
+                return;
+            if (tag >> 3 == 4) {
+                *payload = p;
+                *plen = (size_t)v;
+            }
+            p += v;
+        } else {
+            return;
+        }
+    }
+}
+
+void rec_client_fail(run_t *r, size_t i, int why)
+{
+    client_t *c = &r->c[i];
+    if (i >= r->o->clients) {
+        if (c->state != CS_FAILED)
+            r->stayer_gaps++;
+        c->state = CS_FAILED;
+        return;
+    }
+    if (c->state == CS_FAILED)
+        return;
+    if (c->state == CS_LIVE)
+        r->live--;
+    if (c->state == CS_CONNECTING)
+        r->connect_failed++;
+    c->state = CS_FAILED;
+    c->fail = (uint8_t)why;
+    r->failed++;
+    r->fails[why]++;
+}
+
+/* A live push's latency, when client i is live for it (see the header). */
+static void record_live(run_t *r, size_t i, const uint8_t *payload, uint64_t t_wall)
+{
+    uint64_t sent;
+    memcpy(&sent, payload, 8);
+    int g = i < r->o->clients ? G_STORM : G_STAYERS;
+    if (g == G_STORM && r->c[i].state == CS_LIVE && sent < r->c[i].live_wall)
+        return; /* published before it went live: it came with the recovery */
+    uint64_t storm = r->storm_wall;
+    int ph = !storm || sent < storm                   ? PH_REF
+             : !r->after_wall || sent < r->after_wall ? PH_STORM
+                                                      : PH_AFTER;
+    nl_hist_record_local(&r->processed_us[ph][g], t_wall > sent ? (t_wall - sent) / 1000 : 0);
+    uint64_t rx = test_fleet_rx_time_ns(r->fl);
+    if (rx)
+        nl_hist_record_local(&r->arrive_us[ph][g], rx > sent ? (rx - sent) / 1000 : 0);
+    else
+        r->unstamped++;
+}
+
+static void on_push(run_t *r, size_t i, const uint8_t *p, size_t len, uint64_t t_wall)
+{
+    client_t *c = &r->c[i];
+    uint64_t offset = 0;
+    const uint8_t *payload = NULL;
+    size_t plen = 0;
+    parse_push(p, p + len, &offset, &payload, &plen);
+    if (c->state == CS_FAILED)
+        return;
+    if (offset != c->next || !payload || plen < MIN_PAYLOAD ||
+        (c->state != CS_SUBSCRIBED && c->state != CS_RECOVERING && c->state != CS_LIVE)) {
+        rec_client_fail(r, i, F_GAP);
+        return;
+    }
+    c->next = offset + 1;
+    uint8_t kind = payload[16];
+    if (c->state == CS_RECOVERING) {
+        uint64_t seq;
+        memcpy(&seq, payload + 8, 8);
+        if (kind != KIND_MISSED || seq != c->missed_got) {
+            rec_client_fail(r, i, F_NOT_MISSED);
+            return;
+        }
+        r->recovered_pushes++;
+        if (++c->missed_got == r->o->missed) {
+            c->state = CS_LIVE;
+            c->live_wall = t_wall;
+            r->live++;
+            r->last_live_ms = test_now_ms();
+            nl_hist_record_local(&r->to_live_ms, (uint64_t)(r->last_live_ms - c->start_ms));
+        }
+        return;
+    }
+    if (kind == KIND_LIVE)
+        record_live(r, i, payload, t_wall);
+}
+
+/* Any frame other than a Push: decoded with protobuf-c (a few per client). */
+static void on_other(run_t *r, size_t i, const uint8_t *p, size_t len)
+{
+    client_t *c = &r->c[i];
+    Herald__Frame *f = herald__frame__unpack(NULL, len, p);
+    if (!f) {
+        rec_client_fail(r, i, F_ERROR);
+        return;
+    }
+    if (f->body_case == HERALD__FRAME__BODY_ERROR ||
+        f->body_case == HERALD__FRAME__BODY_DISCONNECT) {
+        rec_client_fail(r, i, F_ERROR);
+    } else if (f->body_case == HERALD__FRAME__BODY_CONNECT_OK && c->state == CS_CONNECTING) {
+        c->state = CS_AUTHED;
+        r->authed++;
+    } else if (f->body_case == HERALD__FRAME__BODY_SUBSCRIBE_OK && c->state == CS_AUTHED) {
+        const Herald__SubscribeOk *ok = f->subscribe_ok;
+        if (!ok->recovered) {
+            rec_client_fail(r, i, F_NOT_RECOVERED);
+        } else if (ok->offset != r->x) {
+            rec_client_fail(r, i, F_BAD_OFFSET);
+        } else {
+            c->next = r->x + 1;
+            c->state = CS_RECOVERING;
+            if (r->o->missed == 0) {
+                c->state = CS_LIVE;
+                c->live_wall = rec_wall_ns();
+                r->live++;
+                r->last_live_ms = test_now_ms();
+            }
+        }
+    } else {
+        r->other++;
+    }
+    herald__frame__free_unpacked(f, NULL);
+}
+
+size_t rec_on_raw(test_fleet_t *fl, size_t i, const char *data, size_t len, void *arg)
+{
+    (void)fl;
+    run_t *r = arg;
+    if (!data) {
+        if (r->c[i].state != CS_AWAY)
+            rec_client_fail(r, i, F_CLOSED);
+        return 0;
+    }
+    uint64_t t_wall = rec_wall_ns();
+    const uint8_t *p = (const uint8_t *)data;
+    const uint8_t *end = p + len;
+    for (;;) {
+        const uint8_t *q = p;
+        uint64_t flen;
+        if (!varint(&q, end, &flen) || flen > (uint64_t)(end - q))
+            break;
+        uint32_t field = 0;
+        const uint8_t *body = NULL;
+        size_t blen = 0;
+        if (frame_body(q, q + flen, &field, &body, &blen) && field == 10)
+            on_push(r, i, body, blen, t_wall);
+        else
+            on_other(r, i, q, (size_t)flen);
+        p = q + flen;
+    }
+    return (size_t)(p - (const uint8_t *)data);
+}
