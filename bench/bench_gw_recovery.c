@@ -192,6 +192,75 @@ static double metric(const test_herald_t *h, const char *family, const char *lab
     return v;
 }
 
+/* A herald histogram's cumulative buckets (all label sets summed per bound), from /metrics. */
+#define SNAP_BOUNDS 32
+typedef struct hsnap_s {
+    int n;
+    double le[SNAP_BOUNDS]; /* upper bounds in seconds, +Inf as 1e9, in /metrics' order */
+    double count[SNAP_BOUNDS];
+} hsnap_t;
+
+/* Reads family's _bucket lines into *out (left empty when /metrics cannot be read). */
+static void hsnap_take(const test_herald_t *h, const char *family, hsnap_t *out)
+{
+    static const char *const hdrs[] = {"X-Api-Key: " API_KEY, NULL};
+    char prefix[128];
+    snprintf(prefix, sizeof(prefix), "%s_bucket{", family);
+    size_t plen = strlen(prefix);
+    out->n = 0;
+    test_http_resp_t resp;
+    if (test_http_request(h->admin_port, "GET", "/metrics", hdrs, NULL, 0, 30000, &resp) != 0)
+        return;
+    for (char *line = strtok(resp.body, "\n"); line; line = strtok(NULL, "\n")) {
+        char *le = strstr(line, "le=\"");
+        char *sp = strrchr(line, ' ');
+        if (strncmp(line, prefix, plen) != 0 || !le || !sp)
+            continue;
+        double bound = strncmp(le + 4, "+Inf", 4) == 0 ? 1e9 : strtod(le + 4, NULL);
+        int k = 0;
+        while (k < out->n && out->le[k] != bound)
+            k++;
+        if (k == out->n) {
+            if (out->n == SNAP_BOUNDS)
+                continue;
+            out->le[out->n] = bound;
+            out->count[out->n++] = 0;
+        }
+        out->count[k] += strtod(sp + 1, NULL);
+    }
+    test_http_resp_free(&resp);
+}
+
+/* The upper bound (ms) of the bucket holding the pct-th percentile of what was recorded
+ * between snapshots a and b, or -1 when nothing was; *n gets the number recorded. */
+static double hsnap_pct_ms(const hsnap_t *a, const hsnap_t *b, double pct, double *n)
+{
+    *n = 0;
+    if (b->n == 0 || b->n != a->n)
+        return -1;
+    *n = b->count[b->n - 1] - a->count[a->n - 1];
+    for (int k = 0; *n > 0 && k < b->n; k++)
+        if (b->count[k] - a->count[k] >= pct / 100.0 * *n)
+            return b->le[k] * 1000.0;
+    return -1;
+}
+
+/* The upper bound (ms) of the highest bucket that grew between a and b, or -1. */
+static double hsnap_max_ms(const hsnap_t *a, const hsnap_t *b)
+{
+    if (b->n == 0 || b->n != a->n)
+        return -1;
+    double top = -1;
+    double below = 0; /* cumulative growth up to the previous bound */
+    for (int k = 0; k < b->n; k++) {
+        double d = b->count[k] - a->count[k];
+        if (d > below)
+            top = b->le[k] * 1000.0;
+        below = d;
+    }
+    return top;
+}
+
 /* Waits until herald counts want connections. */
 static int await_connections(run_t *r, const test_herald_t *h, double want)
 {
@@ -391,7 +460,23 @@ typedef struct storm_figs_s {
     long cpu_ms;
     int64_t to_all_live_ms; /* -1: not every client went live */
     int64_t phase_ms;
+    /* herald's histograms before the storm, when all are live, after the after phase. */
+    hsnap_t flush[3];
+    hsnap_t lag[3];
 } storm_figs_t;
+
+/* Prints herald's own view of a phase: publish-to-flush and loop lag between two snapshots. */
+static void report_herald_view(const char *what, const storm_figs_t *g, int from)
+{
+    double n_flush = 0;
+    double n_lag = 0;
+    double f99 = hsnap_pct_ms(&g->flush[from], &g->flush[from + 1], 99, &n_flush);
+    double l99 = hsnap_pct_ms(&g->lag[from], &g->lag[from + 1], 99, &n_lag);
+    printf("    %-42s publish-to-flush p99 <= %.0f ms, max <= %.0f ms (%.0f samples); loop lag "
+           "p99 <= %.1f ms, max <= %.0f ms (%.0f samples)\n",
+           what, f99, hsnap_max_ms(&g->flush[from], &g->flush[from + 1]), n_flush, l99,
+           hsnap_max_ms(&g->lag[from], &g->lag[from + 1]), n_lag);
+}
 
 static void report_storm(const run_t *r, const test_herald_t *h, int k, const storm_figs_t *g)
 {
@@ -433,6 +518,9 @@ static void report_storm(const run_t *r, const test_herald_t *h, int k, const st
     printf("  live pushes, publish to arrival in the client's socket (kernel stamp):\n");
     report_latency(r, PH_STORM);
     report_latency(r, PH_AFTER);
+    printf("  herald's own histograms (/metrics buckets: 100, 250, 500, 1000 ms, ...):\n");
+    report_herald_view("during the storm", g, 0);
+    report_herald_view("after it", g, 1);
     if (r->unstamped)
         printf("  %llu pushes so far had no kernel stamp (left out)\n",
                (unsigned long long)r->unstamped);
@@ -524,6 +612,8 @@ static int one_storm(run_t *r, const test_herald_t *h, pubthr_t *pt, test_client
     if (rc != 0)
         return rc;
     g.rss_before = test_proc_rss_kb(h->pid);
+    hsnap_take(h, "herald_publish_to_flush_seconds", &g.flush[0]);
+    hsnap_take(h, "herald_loop_lag_seconds", &g.lag[0]);
     long cpu0 = cpu_ms(h->pid);
     r->storm_wall = rec_wall_ns();
     atomic_store(&pt->is_on, 1);
@@ -533,9 +623,13 @@ static int one_storm(run_t *r, const test_herald_t *h, pubthr_t *pt, test_client
     r->after_wall = rec_wall_ns();
     g.cpu_ms = cpu_ms(h->pid) - cpu0;
     g.rss_live = test_proc_rss_kb(h->pid);
+    hsnap_take(h, "herald_publish_to_flush_seconds", &g.flush[1]);
+    hsnap_take(h, "herald_loop_lag_seconds", &g.lag[1]);
     poll_for(r, r->o->after_s * 1000);
     final_check(r, pt);
     g.rss_end = test_proc_rss_kb(h->pid);
+    hsnap_take(h, "herald_publish_to_flush_seconds", &g.flush[2]);
+    hsnap_take(h, "herald_loop_lag_seconds", &g.lag[2]);
     report_storm(r, h, k, &g);
     return r->live == r->o->clients && r->stayer_gaps == 0 ? 0 : 1;
 }
