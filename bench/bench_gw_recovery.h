@@ -58,7 +58,8 @@ typedef struct opts_s {
     int quiet_s;
     int after_s;
     int storm_timeout_s;
-    int storms; /* storms in a row, each measured on its own */
+    int storms;    /* storms in a row, each measured on its own */
+    bool is_plain; /* reference: reconnect with a plain Subscribe, no recovery */
     int io_threads;
 } opts_t;
 

@@ -216,6 +216,16 @@ static void record_live(run_t *r, size_t i, const uint8_t *payload, uint64_t t_w
         r->unstamped++;
 }
 
+/* Storm client c has everything it missed (or, --plain, its SubscribeOk): it is live. */
+static void go_live(run_t *r, client_t *c, uint64_t t_wall)
+{
+    c->state = CS_LIVE;
+    c->live_wall = t_wall;
+    r->live++;
+    r->last_live_ms = test_now_ms();
+    nl_hist_record_local(&r->to_live_ms, (uint64_t)(r->last_live_ms - c->start_ms));
+}
+
 static void on_push(run_t *r, size_t i, const uint8_t *p, size_t len, uint64_t t_wall)
 {
     client_t *c = &r->c[i];
@@ -240,13 +250,8 @@ static void on_push(run_t *r, size_t i, const uint8_t *p, size_t len, uint64_t t
             return;
         }
         r->recovered_pushes++;
-        if (++c->missed_got == r->o->missed) {
-            c->state = CS_LIVE;
-            c->live_wall = t_wall;
-            r->live++;
-            r->last_live_ms = test_now_ms();
-            nl_hist_record_local(&r->to_live_ms, (uint64_t)(r->last_live_ms - c->start_ms));
-        }
+        if (++c->missed_got == r->o->missed)
+            go_live(r, c, t_wall);
         return;
     }
     if (kind == KIND_LIVE)
@@ -270,19 +275,19 @@ static void on_other(run_t *r, size_t i, const uint8_t *p, size_t len)
         r->authed++;
     } else if (f->body_case == HERALD__FRAME__BODY_SUBSCRIBE_OK && c->state == CS_AUTHED) {
         const Herald__SubscribeOk *ok = f->subscribe_ok;
-        if (!ok->recovered) {
+        if (r->o->is_plain) {
+            /* No recovery asked: Pushes continue after the live offset. */
+            c->next = ok->offset + 1;
+            go_live(r, c, rec_wall_ns());
+        } else if (!ok->recovered) {
             rec_client_fail(r, i, F_NOT_RECOVERED);
         } else if (ok->offset != r->x) {
             rec_client_fail(r, i, F_BAD_OFFSET);
         } else {
             c->next = r->x + 1;
             c->state = CS_RECOVERING;
-            if (r->o->missed == 0) {
-                c->state = CS_LIVE;
-                c->live_wall = rec_wall_ns();
-                r->live++;
-                r->last_live_ms = test_now_ms();
-            }
+            if (r->o->missed == 0)
+                go_live(r, c, rec_wall_ns());
         }
     } else {
         r->other++;
