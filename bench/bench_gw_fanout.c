@@ -24,6 +24,11 @@
  *               up during the series does not favour one side. Printed: every run, then
  *               deliveries/s median [min-max] per side and the on/off ratio per pair (median
  *               [min-max]); /metrics after each run shows what the history held.
+ *   history-mixed  the same cost inside one herald and one run: the fleet subscribes to "fan"
+ *               (which keeps history) and "nofan" (which does not), and the publisher
+ *               broadcasts to each in turn, --slice-ms (1000) at a time, --slices pairs (40),
+ *               so both sides see the same process and the same minute of the machine
+ *               (bench_gw_fanout_history.c).
  *
  * --history-rules R: herald keeps history as R says in every herald run (default: no
  * history); in history mode R is the "on" side's rule.
@@ -41,10 +46,10 @@
  * (varint length, Push offset and payload; RESP by its known shape), not through protobuf-c
  * or hiredis: at millions of frames a second the load generator must not be the bottleneck.
  *
- * Usage: bench_gw_fanout [--mode all|throughput|redis|latency|latency-redis|history]
+ * Usage: bench_gw_fanout [--mode all|throughput|redis|latency|latency-redis|history|history-mixed]
  *        [--subs N] [--payload B (>= 16)] [--seconds S] [--window W] [--rate R]
  *        [--latency-seconds S] [--fleet-nice N] [--pin-io] [--history-rules R] [--rounds N]
- *        [--herald PATH] [--redis-server PATH]
+ *        [--slices N] [--slice-ms MS] [--herald PATH] [--redis-server PATH]
  * This is a benchmark program, never a ctest case (STYLE.md §9).
  */
 #include <errno.h>
@@ -74,8 +79,6 @@
 #define DRAIN_MS 60000
 #define MAX_PAYLOAD 65536
 #define MIN_PAYLOAD 16 /* send time or sequence number, then sequence number */
-#define MAX_ROUNDS 16
-#define HISTORY_ON_DEFAULT "fan=100" /* issue 17: 100 kept per channel */
 
 uint64_t fan_now_ns(void)
 {
@@ -143,9 +146,9 @@ static bool varint(const uint8_t **p, const uint8_t *end, uint64_t *v)
     return false;
 }
 
-/* Finds Push.offset and Push.payload in a Push message. */
+/* Finds Push.offset, Push.payload and the length of Push.channel in a Push message. */
 static void parse_push(const uint8_t *p, const uint8_t *end, uint64_t *offset,
-                       const uint8_t **payload, size_t *payload_len)
+                       const uint8_t **payload, size_t *payload_len, size_t *channel_len)
 {
     while (p < end) {
         uint64_t tag;
@@ -164,6 +167,8 @@ static void parse_push(const uint8_t *p, const uint8_t *end, uint64_t *offset,
                 *payload = p;
                 *payload_len = (size_t)v;
             }
+            if (tag >> 3 == 1)
+                *channel_len = (size_t)v;
             p += v;
         } else {
             return;
@@ -192,10 +197,13 @@ static void herald_frame(run_t *r, size_t i, const uint8_t *p, const uint8_t *en
         uint64_t offset = 0;
         const uint8_t *payload = NULL;
         size_t plen = 0;
-        parse_push(p, p + len, &offset, &payload, &plen);
-        if (offset != r->next[i])
+        size_t clen = 0;
+        parse_push(p, p + len, &offset, &payload, &plen, &clen);
+        /* History-mixed mode: the second channel's name is longer than "fan". */
+        uint64_t *next = r->next_b && clen != 3 ? r->next_b : r->next;
+        if (offset != next[i])
             r->lost++;
-        r->next[i] = offset + 1;
+        next[i] = offset + 1;
         r->delivered++;
         if (r->lat_us && payload && plen >= 8)
             record_latency(r, payload, t);
@@ -280,6 +288,12 @@ size_t fan_redis_raw(test_fleet_t *fl, size_t i, const char *data, size_t len, v
 /* Prepares the request bytes once; fan_publish() patches stamp and sequence number in. */
 void fan_publisher_init(publisher_t *p, int fd, bool is_redis, size_t payload)
 {
+    fan_publisher_init_on(p, fd, is_redis, "fan", payload);
+}
+
+void fan_publisher_init_on(publisher_t *p, int fd, bool is_redis, const char *channel,
+                           size_t payload)
+{
     p->fd = fd;
     p->is_redis = is_redis;
     p->buf = malloc(payload + 256);
@@ -295,7 +309,7 @@ void fan_publisher_init(publisher_t *p, int fd, bool is_redis, size_t payload)
     } else {
         Herald__Frame f;
         Herald__Publish body;
-        test_frame_publish(&f, &body, "fan", zero, payload);
+        test_frame_publish(&f, &body, channel, zero, payload);
         f.id = 1;
         nl_buf_t b;
         nl_buf_init(&b, 0);
@@ -463,8 +477,7 @@ test_fleet_t *fan_herald_fleet(const opts_t *o, const test_herald_t *h, run_t *r
     return fl;
 }
 
-/* What the history held at the end of a run, from /metrics (printed; -1: not read). */
-static void print_history_metrics(const test_herald_t *h)
+void fan_print_history_metrics(const test_herald_t *h)
 {
     static const char *const fams[] = {"herald_history_channels", "herald_history_messages",
                                        "herald_history_bytes", "herald_history_evicted_total"};
@@ -478,9 +491,7 @@ static void print_history_metrics(const test_herald_t *h)
     printf("\n");
 }
 
-/* One herald throughput run, keeping history as history_rules say; *rate gets the figure.
- * Returns: 0 on zero loss and a clean stop, -1 otherwise. */
-static int run_herald_throughput(const opts_t *o, const char *history_rules, double *rate)
+int fan_run_herald_throughput(const opts_t *o, const char *history_rules, double *rate)
 {
     test_herald_t *h = fan_start_herald(o, "1", 0, history_rules);
     if (!h)
@@ -498,7 +509,7 @@ static int run_herald_throughput(const opts_t *o, const char *history_rules, dou
                  history_rules && history_rules[0] ? history_rules : "off");
         rc = throughput_loop(o, name, fl, &r, &pub, fan_herald_raw, rate);
         free(pub.buf);
-        print_history_metrics(h);
+        fan_print_history_metrics(h);
     }
     test_client_close(&c);
     test_fleet_free(fl);
@@ -635,64 +646,6 @@ static int run_redis_throughput(const opts_t *o)
     return rc;
 }
 
-/* --- history mode ------------------------------------------------------------------------ */
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a;
-    double y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-/* Prints v[0..n) (n >= 1) divided by div as "median [min-max]" with decimals digits.
- * Returns the median (not divided). */
-static double print_spread(const double *v, int n, double div, int decimals)
-{
-    double sorted[MAX_ROUNDS];
-    memcpy(sorted, v, (size_t)n * sizeof(*v));
-    qsort(sorted, (size_t)n, sizeof(*sorted), cmp_double);
-    double med = n % 2 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
-    printf("%.*f [%.*f-%.*f]", decimals, med / div, decimals, sorted[0] / div, decimals,
-           sorted[n - 1] / div);
-    return med;
-}
-
-/* Alternates throughput runs of herald without history and with it, o->rounds pairs, the
- * order swapped every round; prints the runs and the summary. Returns: 0 when every run had
- * zero loss, -1 otherwise. */
-static int run_history(const opts_t *o)
-{
-    const char *on = o->history_rules[0] ? o->history_rules : HISTORY_ON_DEFAULT;
-    double off_rate[MAX_ROUNDS];
-    double on_rate[MAX_ROUNDS];
-    double ratio[MAX_ROUNDS];
-    int failed = 0;
-    for (int k = 0; k < o->rounds; k++) {
-        for (int j = 0; j < 2; j++) {
-            bool is_on = (j == 0) == (k % 2 == 1);
-            printf("history round %d/%d, run %d: history %s\n", k + 1, o->rounds, j + 1,
-                   is_on ? on : "off");
-            double rate = 0;
-            failed += run_herald_throughput(o, is_on ? on : NULL, &rate) != 0;
-            (is_on ? on_rate : off_rate)[k] = rate;
-        }
-        ratio[k] = off_rate[k] > 0 ? on_rate[k] / off_rate[k] : 0;
-    }
-    printf("history: %d pairs, %zu subscribers, %zu-byte payload, %d s runs, herald io_threads=1 "
-           "on CPU 0\n  history off        ",
-           o->rounds, o->subs, o->payload, o->seconds);
-    double off_med = print_spread(off_rate, o->rounds, 1e6, 2);
-    printf(" M deliveries/s\n  history %-10s ", on);
-    double on_med = print_spread(on_rate, o->rounds, 1e6, 2);
-    printf(" M deliveries/s\n  on/off per pair    ");
-    double ratio_med = print_spread(ratio, o->rounds, 1, 3);
-    printf("; ratio of the medians %.3f\n", off_med > 0 ? on_med / off_med : 0);
-    printf("  history costs %.1f%% of the broadcast rate (median pair; target < 10%%); loss "
-           "check: %s\n",
-           (1 - ratio_med) * 100, failed ? "FAILED in some run" : "zero loss in every run");
-    return failed ? -1 : 0;
-}
-
 static void parse_opts(int argc, char **argv, opts_t *o)
 {
     static const struct option longs[] = {{"mode", required_argument, NULL, 'm'},
@@ -706,6 +659,8 @@ static void parse_opts(int argc, char **argv, opts_t *o)
                                           {"pin-io", no_argument, NULL, 'P'},
                                           {"history-rules", required_argument, NULL, 'Y'},
                                           {"rounds", required_argument, NULL, 'k'},
+                                          {"slices", required_argument, NULL, 'x'},
+                                          {"slice-ms", required_argument, NULL, 'X'},
                                           {"herald", required_argument, NULL, 'H'},
                                           {"redis-server", required_argument, NULL, 'R'},
                                           {NULL, 0, NULL, 0}};
@@ -745,6 +700,12 @@ static void parse_opts(int argc, char **argv, opts_t *o)
         case 'k':
             o->rounds = atoi(optarg);
             break;
+        case 'x':
+            o->slices = atoi(optarg);
+            break;
+        case 'X':
+            o->slice_ms = atoi(optarg);
+            break;
         case 'H':
             setenv("TEST_HERALD_BIN", optarg, 1);
             break;
@@ -755,14 +716,15 @@ static void parse_opts(int argc, char **argv, opts_t *o)
             exit(2);
         }
     }
-    static const char *const modes[] = {"all",     "throughput",    "redis",
-                                        "latency", "latency-redis", "history"};
+    static const char *const modes[] = {"all",           "throughput", "redis",        "latency",
+                                        "latency-redis", "history",    "history-mixed"};
     bool is_mode = false;
     for (size_t i = 0; i < sizeof(modes) / sizeof(modes[0]); i++)
         is_mode = is_mode || strcmp(o->mode, modes[i]) == 0;
     if (!is_mode || o->payload < MIN_PAYLOAD || o->payload > MAX_PAYLOAD || o->subs == 0 ||
         o->seconds < 2 || o->rate < 1 || o->latency_seconds < 1 || o->window < 1 ||
-        o->fleet_nice < 0 || o->fleet_nice > 19 || o->rounds < 1 || o->rounds > MAX_ROUNDS) {
+        o->fleet_nice < 0 || o->fleet_nice > 19 || o->rounds < 1 || o->rounds > MAX_ROUNDS ||
+        o->slices < 1 || o->slices > MAX_SLICES || o->slice_ms < 100 || o->slice_ms > 10000) {
         fprintf(stderr, "bad options\n");
         exit(2);
     }
@@ -778,6 +740,8 @@ int main(int argc, char **argv)
                 .rate = 10,
                 .latency_seconds = 10,
                 .rounds = 4,
+                .slices = 40,
+                .slice_ms = 1000,
                 .redis = "/usr/bin/redis-server"};
     parse_opts(argc, argv, &o);
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -791,13 +755,17 @@ int main(int argc, char **argv)
     if (is_all || strcmp(o.mode, "throughput") == 0 || strcmp(o.mode, "redis") == 0) {
         pin_self(1);
         if (is_all || strcmp(o.mode, "throughput") == 0)
-            failed += run_herald_throughput(&o, o.history_rules, NULL) != 0;
+            failed += fan_run_herald_throughput(&o, o.history_rules, NULL) != 0;
         if (is_all || strcmp(o.mode, "redis") == 0)
             failed += run_redis_throughput(&o) != 0;
     }
     if (strcmp(o.mode, "history") == 0) {
         pin_self(1);
-        failed += run_history(&o) != 0;
+        failed += fan_run_history(&o) != 0;
+    }
+    if (strcmp(o.mode, "history-mixed") == 0) {
+        pin_self(1);
+        failed += fan_run_history_mixed(&o) != 0;
     }
     bool is_latency = is_all || strcmp(o.mode, "latency") == 0;
     if (is_latency || strcmp(o.mode, "latency-redis") == 0) {

@@ -16,6 +16,9 @@
 #include "netlib/nl_hist.h"
 
 #define API_KEY "bench-fanout-key"
+#define MAX_ROUNDS 16
+#define MAX_SLICES 200
+#define HISTORY_ON_DEFAULT "fan=100" /* issue 17: 100 kept per channel */
 
 typedef struct opts_s {
     char mode[16];
@@ -28,6 +31,8 @@ typedef struct opts_s {
     bool is_pin_io; /* latency modes: herald's two IO loops pinned, one per CPU */
     int latency_seconds;
     int rounds;              /* history mode: pairs of runs, history off and on */
+    int slices;              /* history-mixed mode: pairs of slices */
+    int slice_ms;            /* history-mixed mode: one slice's publishing time */
     char history_rules[256]; /* herald's --history-rules ("": none; history mode: its "on") */
     char redis[256];
 } opts_t;
@@ -38,6 +43,7 @@ typedef struct run_s {
     size_t payload;
     bool is_redis;
     uint64_t *next;    /* herald: next offset expected; redis: next sequence number */
+    uint64_t *next_b;  /* history-mixed: next offset on the second channel (else NULL) */
     uint8_t *is_ready; /* redis: subscribe confirmation seen */
     size_t ready;
     uint64_t delivered;
@@ -70,6 +76,9 @@ size_t fan_redis_raw(test_fleet_t *fl, size_t i, const char *data, size_t len, v
 
 /* One publisher connection: the request is encoded once and patched per message. */
 void fan_publisher_init(publisher_t *p, int fd, bool is_redis, size_t payload);
+/* As fan_publisher_init, publishing to channel (herald; Redis always publishes to "fan"). */
+void fan_publisher_init_on(publisher_t *p, int fd, bool is_redis, const char *channel,
+                           size_t payload);
 /* Sends one message carrying value (a send time or a sequence number). Returns 0 or -1. */
 int fan_publish(publisher_t *p, uint64_t value);
 /* Reads and discards what the server answered the publisher. */
@@ -88,6 +97,17 @@ pid_t fan_redis_up(const opts_t *o, int cpu, uint16_t *port);
 int fan_redis_down(pid_t pid);
 /* The subscriber fleet SUBSCRIBEd to Redis's "fan". */
 test_fleet_t *fan_redis_fleet(const opts_t *o, uint16_t port, run_t *r);
+
+/* One herald throughput run (io_threads 1 on CPU 0), keeping history as history_rules say
+ * (NULL: none); *rate (may be NULL) gets the figure.
+ * Returns: 0 on zero loss and a clean stop, -1 otherwise. */
+int fan_run_herald_throughput(const opts_t *o, const char *history_rules, double *rate);
+/* Prints what the history held (herald_history_* from /metrics) on one line. */
+void fan_print_history_metrics(const test_herald_t *h);
+
+/* bench_gw_fanout_history.c: the history modes. Return 0, or -1 on loss or failure. */
+int fan_run_history(const opts_t *o);
+int fan_run_history_mixed(const opts_t *o);
 
 /* bench_gw_fanout_latency.c: the latency modes. Return 0, or -1 on loss or failure. */
 int fan_run_herald_latency(const opts_t *o);
