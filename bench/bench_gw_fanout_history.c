@@ -84,7 +84,7 @@ int fan_run_history(const opts_t *o)
  * everything it published is delivered. Returns the slice's deliveries/s, or -1 when the
  * drain timed out or a send failed. */
 static double mixed_slice(const opts_t *o, test_fleet_t *fl, run_t *r, publisher_t *pub,
-                          publisher_t *both[2])
+                          publisher_t *both[2], double total[2])
 {
     uint64_t n = r->n;
     uint64_t d0 = r->delivered;
@@ -106,6 +106,8 @@ static double mixed_slice(const opts_t *o, test_fleet_t *fl, run_t *r, publisher
     uint64_t t1 = fan_now_ns();
     if (r->delivered - d0 != (pub->sent - s0) * n)
         return -1;
+    total[0] += (double)(r->delivered - d0);
+    total[1] += (double)(t1 - t0) / 1e9;
     return (double)(r->delivered - d0) * 1e9 / (double)(t1 - t0);
 }
 
@@ -125,18 +127,21 @@ static int mixed_second_channel(test_fleet_t *fl, run_t *r)
     return 0;
 }
 
-/* Runs the slices; rate[0] (history on) and rate[1] (off) get o->slices figures each.
+/* Runs the slices; rate[0] (history on) and rate[1] (off) get o->slices figures each, and
+ * total[side] the side's deliveries and seconds, warm-up left out.
  * Returns 0, or -1 when a slice failed. */
 static int mixed_slices(const opts_t *o, test_fleet_t *fl, run_t *r, publisher_t *pubs[2],
-                        double *rate[2])
+                        double *rate[2], double total[2][2])
 {
     /* A warm-up slice on each channel: the first broadcasts grow herald's buffers. */
-    if (mixed_slice(o, fl, r, pubs[0], pubs) < 0 || mixed_slice(o, fl, r, pubs[1], pubs) < 0)
+    double warm[2] = {0, 0};
+    if (mixed_slice(o, fl, r, pubs[0], pubs, warm) < 0 ||
+        mixed_slice(o, fl, r, pubs[1], pubs, warm) < 0)
         return -1;
     for (int k = 0; k < o->slices; k++) {
         for (int j = 0; j < 2; j++) {
             int side = (j == 0) == (k % 2 == 0) ? 0 : 1; /* AB, BA, AB, ... */
-            double v = mixed_slice(o, fl, r, pubs[side], pubs);
+            double v = mixed_slice(o, fl, r, pubs[side], pubs, total[side]);
             if (v < 0)
                 return -1;
             rate[side][k] = v;
@@ -161,6 +166,7 @@ int fan_run_history_mixed(const opts_t *o)
     double off_rate[MAX_SLICES];
     double ratio[MAX_SLICES];
     double *rate[2] = {on_rate, off_rate};
+    double total[2][2] = {{0, 0}, {0, 0}}; /* per side: deliveries, seconds */
     publisher_t p_on = {.fd = -1};
     publisher_t p_off = {.fd = -1};
     publisher_t *pubs[2] = {&p_on, &p_off};
@@ -168,7 +174,7 @@ int fan_run_history_mixed(const opts_t *o)
     if (rc == 0) {
         fan_publisher_init_on(&p_on, c.fd, false, "fan", o->payload);
         fan_publisher_init_on(&p_off, c.fd, false, MIXED_CHAN_OFF, o->payload);
-        rc = mixed_slices(o, fl, &r, pubs, rate);
+        rc = mixed_slices(o, fl, &r, pubs, rate, total);
         fan_print_history_metrics(h);
         free(p_on.buf);
         free(p_off.buf);
@@ -190,8 +196,16 @@ int fan_run_history_mixed(const opts_t *o)
         printf(" M deliveries/s\n  on/off per pair      ");
         double ratio_med = print_spread(ratio, o->slices, 1, 3);
         printf("; ratio of the medians %.3f\n", off_med > 0 ? on_med / off_med : 0);
+        double on_all = total[0][1] > 0 ? total[0][0] / total[0][1] : 0;
+        double off_all = total[1][1] > 0 ? total[1][0] / total[1][1] : 0;
+        printf("  all slices together: on %.2f M/s, off %.2f M/s, ratio %.3f\n", on_all / 1e6,
+               off_all / 1e6, off_all > 0 ? on_all / off_all : 0);
         printf("  history costs %.1f%% of the broadcast rate (median pair; target < 10%%)\n",
                (1 - ratio_med) * 100);
+        printf("  pairs, on/off M deliveries/s:");
+        for (int k = 0; k < o->slices; k++)
+            printf(" %.2f/%.2f", on_rate[k] / 1e6, off_rate[k] / 1e6);
+        printf("\n");
     }
     printf("  loss check: %s (delivered %llu of %llu, out of sequence %llu, other %llu)\n",
            is_complete ? "zero loss" : "FAILED", (unsigned long long)r.delivered,
