@@ -12,8 +12,11 @@
  *                  Both sides share the process, its connections and the minute the machine
  *                  is in, so a pair's ratio is the cost of history with little else in it;
  *                  the separate runs of --mode history move by a third from one quarter-hour
- *                  to the next on this VM.
+ *                  to the next on this VM. Besides the rate, each slice records herald's CPU
+ *                  time (all its threads' /proc schedstat run time, in ns) per delivery: time
+ *                  other processes take from herald's CPU lowers its rate but not that.
  */
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -80,35 +83,85 @@ int fan_run_history(const opts_t *o)
     return failed ? -1 : 0;
 }
 
-/* One slice: publishes to pub's channel under the window for o->slice_ms, then waits until
- * everything it published is delivered. Returns the slice's deliveries/s, or -1 when the
- * drain timed out or a send failed. */
-static double mixed_slice(const opts_t *o, test_fleet_t *fl, run_t *r, publisher_t *pub,
-                          publisher_t *both[2], double total[2])
+/* The history-mixed run's state. Side 0 is "fan" (history on), side 1 "nofan" (off). */
+typedef struct mixed_s {
+    const opts_t *o;
+    pid_t pid; /* herald's */
+    test_fleet_t *fl;
+    run_t *r;
+    publisher_t pub[2];
+    double rate[2][MAX_SLICES];   /* deliveries/s per slice */
+    double cpu_ns[2][MAX_SLICES]; /* herald CPU ns per delivery per slice */
+    double deliveries[2];         /* totals over the measured slices */
+    double seconds[2];
+    double cpu_total_ns[2];
+} mixed_t;
+
+/* herald's CPU time so far: the run time of all its threads (/proc/<pid>/task/<tid>/schedstat,
+ * first field, ns), or 0 when unreadable. */
+static uint64_t herald_cpu_ns(pid_t pid)
 {
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+    DIR *d = opendir(path);
+    if (!d)
+        return 0;
+    uint64_t sum = 0;
+    for (struct dirent *e = readdir(d); e; e = readdir(d)) {
+        if (e->d_name[0] == '.')
+            continue;
+        char sp[384];
+        snprintf(sp, sizeof(sp), "%s/%s/schedstat", path, e->d_name);
+        FILE *f = fopen(sp, "r");
+        unsigned long long ns = 0;
+        if (f && fscanf(f, "%llu", &ns) == 1)
+            sum += ns;
+        if (f)
+            fclose(f);
+    }
+    closedir(d);
+    return sum;
+}
+
+/* One slice on side: publishes to its channel under the window for o->slice_ms, then waits
+ * until everything it published is delivered; records the slice as number k (k < 0: warm-up,
+ * not recorded). Returns 0, or -1 when the drain timed out or a send failed. */
+static int mixed_slice(mixed_t *m, int side, int k)
+{
+    const opts_t *o = m->o;
+    run_t *r = m->r;
+    publisher_t *pub = &m->pub[side];
     uint64_t n = r->n;
     uint64_t d0 = r->delivered;
     uint64_t s0 = pub->sent;
+    uint64_t cpu0 = herald_cpu_ns(m->pid);
     uint64_t t0 = fan_now_ns();
     uint64_t t_end = t0 + (uint64_t)o->slice_ms * 1000000ull;
     while (fan_now_ns() < t_end) {
         while ((pub->sent - s0) * n - (r->delivered - d0) < o->window * n)
             if (fan_publish(pub, pub->sent) < 0)
                 return -1;
-        test_fleet_poll_raw(fl, 10, fan_herald_raw, r);
-        fan_publisher_drain(both[0]);
+        test_fleet_poll_raw(m->fl, 10, fan_herald_raw, r);
+        fan_publisher_drain(pub); /* both publishers share one connection */
     }
     uint64_t drain_until = fan_now_ns() + (uint64_t)DRAIN_SLICE_MS * 1000000ull;
     while (r->delivered - d0 < (pub->sent - s0) * n && fan_now_ns() < drain_until) {
-        test_fleet_poll_raw(fl, 10, fan_herald_raw, r);
-        fan_publisher_drain(both[0]);
+        test_fleet_poll_raw(m->fl, 10, fan_herald_raw, r);
+        fan_publisher_drain(pub);
     }
     uint64_t t1 = fan_now_ns();
-    if (r->delivered - d0 != (pub->sent - s0) * n)
+    uint64_t cpu1 = herald_cpu_ns(m->pid);
+    double got = (double)(r->delivered - d0);
+    if (r->delivered - d0 != (pub->sent - s0) * n || got == 0)
         return -1;
-    total[0] += (double)(r->delivered - d0);
-    total[1] += (double)(t1 - t0) / 1e9;
-    return (double)(r->delivered - d0) * 1e9 / (double)(t1 - t0);
+    if (k >= 0) {
+        m->rate[side][k] = got * 1e9 / (double)(t1 - t0);
+        m->cpu_ns[side][k] = (double)(cpu1 - cpu0) / got;
+        m->deliveries[side] += got;
+        m->seconds[side] += (double)(t1 - t0) / 1e9;
+        m->cpu_total_ns[side] += (double)(cpu1 - cpu0);
+    }
+    return 0;
 }
 
 /* Subscribes the fleet to the second channel; r->next_b gets where its Pushes continue. */
@@ -127,27 +180,52 @@ static int mixed_second_channel(test_fleet_t *fl, run_t *r)
     return 0;
 }
 
-/* Runs the slices; rate[0] (history on) and rate[1] (off) get o->slices figures each, and
- * total[side] the side's deliveries and seconds, warm-up left out.
- * Returns 0, or -1 when a slice failed. */
-static int mixed_slices(const opts_t *o, test_fleet_t *fl, run_t *r, publisher_t *pubs[2],
-                        double *rate[2], double total[2][2])
+/* A warm-up slice on each side (the first broadcasts grow herald's buffers), then o->slices
+ * pairs in the order AB, BA, AB, ... Returns 0, or -1 when a slice failed. */
+static int mixed_slices(mixed_t *m)
 {
-    /* A warm-up slice on each channel: the first broadcasts grow herald's buffers. */
-    double warm[2] = {0, 0};
-    if (mixed_slice(o, fl, r, pubs[0], pubs, warm) < 0 ||
-        mixed_slice(o, fl, r, pubs[1], pubs, warm) < 0)
+    if (mixed_slice(m, 0, -1) < 0 || mixed_slice(m, 1, -1) < 0)
         return -1;
-    for (int k = 0; k < o->slices; k++) {
-        for (int j = 0; j < 2; j++) {
-            int side = (j == 0) == (k % 2 == 0) ? 0 : 1; /* AB, BA, AB, ... */
-            double v = mixed_slice(o, fl, r, pubs[side], pubs, total[side]);
-            if (v < 0)
+    for (int k = 0; k < m->o->slices; k++)
+        for (int j = 0; j < 2; j++)
+            if (mixed_slice(m, (j == 0) == (k % 2 == 0) ? 0 : 1, k) < 0)
                 return -1;
-            rate[side][k] = v;
-        }
-    }
     return 0;
+}
+
+/* Prints one figure's sides, per-pair ratio (on/off) and the ratio over all slices. */
+static void mixed_print(const mixed_t *m, const char *what, const double v[2][MAX_SLICES],
+                        double div, int decimals, double all_on, double all_off)
+{
+    int n = m->o->slices;
+    double ratio[MAX_SLICES];
+    for (int k = 0; k < n; k++)
+        ratio[k] = v[1][k] > 0 ? v[0][k] / v[1][k] : 0;
+    printf("  %s: history on ", what);
+    print_spread(v[0], n, div, decimals);
+    printf(", off ");
+    print_spread(v[1], n, div, decimals);
+    printf("; on/off per pair ");
+    print_spread(ratio, n, 1, 3);
+    printf("; all slices together %.3f\n", all_off > 0 ? all_on / all_off : 0);
+}
+
+static void mixed_report(const mixed_t *m, const char *rules, double secs)
+{
+    const opts_t *o = m->o;
+    printf("history-mixed: one herald (io_threads=1, CPU 0, rules %s), %zu subscribers on "
+           "\"fan\" (keeps history) and \"" MIXED_CHAN_OFF "\" (none), %zu-byte payload, %d "
+           "pairs of %d ms slices (AB BA ...), %.0f s; median [min-max] over the slices\n",
+           rules, m->r->n, o->payload, o->slices, o->slice_ms, secs);
+    mixed_print(m, "M deliveries/s", m->rate, 1e6, 2, m->deliveries[0] / m->seconds[0],
+                m->deliveries[1] / m->seconds[1]);
+    mixed_print(m, "herald CPU ns per delivery", m->cpu_ns, 1, 1,
+                m->cpu_total_ns[0] / m->deliveries[0], m->cpu_total_ns[1] / m->deliveries[1]);
+    printf("  pairs, on/off M deliveries/s (herald CPU ns per delivery):");
+    for (int k = 0; k < o->slices; k++)
+        printf(" %.2f/%.2f (%.0f/%.0f)", m->rate[0][k] / 1e6, m->rate[1][k] / 1e6, m->cpu_ns[0][k],
+               m->cpu_ns[1][k]);
+    printf("\n");
 }
 
 int fan_run_history_mixed(const opts_t *o)
@@ -156,57 +234,29 @@ int fan_run_history_mixed(const opts_t *o)
     test_herald_t *h = fan_start_herald(o, "1", 0, on);
     if (!h)
         return -1;
+    mixed_t *m = calloc(1, sizeof(*m));
     run_t r = {.n = o->subs, .payload = o->payload, .next = calloc(o->subs, sizeof(uint64_t))};
-    test_fleet_t *fl = fan_herald_fleet(o, h, &r);
+    test_fleet_t *fl = m ? fan_herald_fleet(o, h, &r) : NULL;
     int rc = fl ? mixed_second_channel(fl, &r) : -1;
     test_client_t c = {.fd = -1};
     if (rc == 0)
         rc = test_client_auth(&c, h->port, "pub", 10000);
-    double on_rate[MAX_SLICES];
-    double off_rate[MAX_SLICES];
-    double ratio[MAX_SLICES];
-    double *rate[2] = {on_rate, off_rate};
-    double total[2][2] = {{0, 0}, {0, 0}}; /* per side: deliveries, seconds */
-    publisher_t p_on = {.fd = -1};
-    publisher_t p_off = {.fd = -1};
-    publisher_t *pubs[2] = {&p_on, &p_off};
-    uint64_t t0 = fan_now_ns();
+    uint64_t want = 0;
     if (rc == 0) {
-        fan_publisher_init_on(&p_on, c.fd, false, "fan", o->payload);
-        fan_publisher_init_on(&p_off, c.fd, false, MIXED_CHAN_OFF, o->payload);
-        rc = mixed_slices(o, fl, &r, pubs, rate, total);
+        *m = (mixed_t){.o = o, .pid = h->pid, .fl = fl, .r = &r};
+        fan_publisher_init_on(&m->pub[0], c.fd, false, "fan", o->payload);
+        fan_publisher_init_on(&m->pub[1], c.fd, false, MIXED_CHAN_OFF, o->payload);
+        uint64_t t0 = fan_now_ns();
+        rc = mixed_slices(m);
+        if (rc == 0)
+            mixed_report(m, on, (double)(fan_now_ns() - t0) / 1e9);
         fan_print_history_metrics(h);
-        free(p_on.buf);
-        free(p_off.buf);
+        want = (m->pub[0].sent + m->pub[1].sent) * r.n;
+        free(m->pub[0].buf);
+        free(m->pub[1].buf);
     }
-    double secs = (double)(fan_now_ns() - t0) / 1e9;
-    uint64_t want = (p_on.sent + p_off.sent) * r.n;
     bool is_complete = rc == 0 && r.delivered == want && r.lost == 0 && r.other == 0 &&
                        test_fleet_open_count(fl) == r.n;
-    if (rc == 0) {
-        for (int k = 0; k < o->slices; k++)
-            ratio[k] = off_rate[k] > 0 ? on_rate[k] / off_rate[k] : 0;
-        printf("history-mixed: one herald (io_threads=1, CPU 0, rules %s), %zu subscribers on "
-               "\"fan\" (keeps history) and \"" MIXED_CHAN_OFF "\" (none), %zu-byte payload, "
-               "%d pairs of %d ms slices (AB BA ...), %.0f s\n  history off (" MIXED_CHAN_OFF ")  ",
-               on, r.n, o->payload, o->slices, o->slice_ms, secs);
-        double off_med = print_spread(off_rate, o->slices, 1e6, 2);
-        printf(" M deliveries/s\n  history on (fan)     ");
-        double on_med = print_spread(on_rate, o->slices, 1e6, 2);
-        printf(" M deliveries/s\n  on/off per pair      ");
-        double ratio_med = print_spread(ratio, o->slices, 1, 3);
-        printf("; ratio of the medians %.3f\n", off_med > 0 ? on_med / off_med : 0);
-        double on_all = total[0][1] > 0 ? total[0][0] / total[0][1] : 0;
-        double off_all = total[1][1] > 0 ? total[1][0] / total[1][1] : 0;
-        printf("  all slices together: on %.2f M/s, off %.2f M/s, ratio %.3f\n", on_all / 1e6,
-               off_all / 1e6, off_all > 0 ? on_all / off_all : 0);
-        printf("  history costs %.1f%% of the broadcast rate (median pair; target < 10%%)\n",
-               (1 - ratio_med) * 100);
-        printf("  pairs, on/off M deliveries/s:");
-        for (int k = 0; k < o->slices; k++)
-            printf(" %.2f/%.2f", on_rate[k] / 1e6, off_rate[k] / 1e6);
-        printf("\n");
-    }
     printf("  loss check: %s (delivered %llu of %llu, out of sequence %llu, other %llu)\n",
            is_complete ? "zero loss" : "FAILED", (unsigned long long)r.delivered,
            (unsigned long long)want, (unsigned long long)r.lost, (unsigned long long)r.other);
@@ -214,6 +264,7 @@ int fan_run_history_mixed(const opts_t *o)
     test_fleet_free(fl);
     free(r.next);
     free(r.next_b);
+    free(m);
     int st = test_herald_stop(h, 0);
     return is_complete && st == 0 ? 0 : -1;
 }
