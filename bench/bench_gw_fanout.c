@@ -52,6 +52,7 @@
  *        [--slices N] [--slice-ms MS] [--herald PATH] [--redis-server PATH]
  * This is a benchmark program, never a ctest case (STYLE.md §9).
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -93,6 +94,30 @@ uint64_t fan_wall_ns(void)
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t fan_proc_cpu_ns(pid_t pid)
+{
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+    DIR *d = opendir(path);
+    if (!d)
+        return 0;
+    uint64_t sum = 0;
+    for (struct dirent *e = readdir(d); e; e = readdir(d)) {
+        if (e->d_name[0] == '.')
+            continue;
+        char sp[384];
+        snprintf(sp, sizeof(sp), "%s/%s/schedstat", path, e->d_name);
+        FILE *f = fopen(sp, "r");
+        unsigned long long ns = 0;
+        if (f && fscanf(f, "%llu", &ns) == 1)
+            sum += ns;
+        if (f)
+            fclose(f);
+    }
+    closedir(d);
+    return sum;
 }
 
 static void pin_self(int cpu)
@@ -374,7 +399,8 @@ int fan_connect_port(uint16_t port)
 /* Publishes under the window for seconds, then drains; prints the figure and gives it in
  * *rate_out (may be NULL). Returns: 0 on zero loss, -1 otherwise. */
 static int throughput_loop(const opts_t *o, const char *name, test_fleet_t *fl, run_t *r,
-                           publisher_t *pub, test_fleet_raw_cb raw, double *rate_out)
+                           publisher_t *pub, test_fleet_raw_cb raw, pid_t server, double *rate_out,
+                           double *cpu_out)
 {
     uint64_t n = r->n;
     uint64_t t_start = fan_now_ns();
@@ -382,11 +408,13 @@ static int throughput_loop(const opts_t *o, const char *name, test_fleet_t *fl, 
     uint64_t t_end = t_start + (uint64_t)o->seconds * 1000000000ull;
     uint64_t d_warm = 0;
     uint64_t t_warm_real = 0;
+    uint64_t cpu_warm = 0;
     for (;;) {
         uint64_t t = fan_now_ns();
         if (!t_warm_real && t >= t_warm) {
             t_warm_real = t;
             d_warm = r->delivered;
+            cpu_warm = fan_proc_cpu_ns(server);
         }
         if (t >= t_end)
             break;
@@ -398,12 +426,14 @@ static int throughput_loop(const opts_t *o, const char *name, test_fleet_t *fl, 
     }
     uint64_t t_stop = fan_now_ns();
     uint64_t d_stop = r->delivered;
+    uint64_t cpu_stop = fan_proc_cpu_ns(server);
     uint64_t drain_until = t_stop + (uint64_t)DRAIN_MS * 1000000ull;
     while (r->delivered < pub->sent * n && fan_now_ns() < drain_until) {
         test_fleet_poll_raw(fl, 10, raw, r);
         fan_publisher_drain(pub);
     }
     double rate = (double)(d_stop - d_warm) * 1e9 / (double)(t_stop - t_warm_real);
+    double cpu = d_stop > d_warm ? (double)(cpu_stop - cpu_warm) / (double)(d_stop - d_warm) : 0;
     bool is_complete = r->delivered == pub->sent * n && r->lost == 0 && r->other == 0 &&
                        test_fleet_open_count(fl) == n;
     printf("%s: %zu subscribers, %zu-byte payload, window %llu: %llu messages published, "
@@ -413,8 +443,11 @@ static int throughput_loop(const opts_t *o, const char *name, test_fleet_t *fl, 
            rate, rate / (double)n, is_complete ? "zero loss" : "FAILED",
            (unsigned long long)r->delivered, (unsigned long long)(pub->sent * n),
            (unsigned long long)r->lost, (unsigned long long)r->other);
+    printf("  server CPU (all its threads, warm-up left out): %.1f ns per delivery\n", cpu);
     if (rate_out)
         *rate_out = rate;
+    if (cpu_out)
+        *cpu_out = cpu;
     return is_complete ? 0 : -1;
 }
 
@@ -491,7 +524,8 @@ void fan_print_history_metrics(const test_herald_t *h)
     printf("\n");
 }
 
-int fan_run_herald_throughput(const opts_t *o, const char *history_rules, double *rate)
+int fan_run_herald_throughput(const opts_t *o, const char *history_rules, double *rate,
+                              double *cpu_ns)
 {
     test_herald_t *h = fan_start_herald(o, "1", 0, history_rules);
     if (!h)
@@ -507,7 +541,7 @@ int fan_run_herald_throughput(const opts_t *o, const char *history_rules, double
         char name[320];
         snprintf(name, sizeof(name), "herald (io_threads=1, CPU 0, history %s)",
                  history_rules && history_rules[0] ? history_rules : "off");
-        rc = throughput_loop(o, name, fl, &r, &pub, fan_herald_raw, rate);
+        rc = throughput_loop(o, name, fl, &r, &pub, fan_herald_raw, h->pid, rate, cpu_ns);
         free(pub.buf);
         fan_print_history_metrics(h);
     }
@@ -635,7 +669,8 @@ static int run_redis_throughput(const opts_t *o)
     if (fd >= 0) {
         publisher_t pub;
         fan_publisher_init(&pub, fd, true, o->payload);
-        rc = throughput_loop(o, "redis-server (CPU 0)", fl, &r, &pub, fan_redis_raw, NULL);
+        rc = throughput_loop(o, "redis-server (CPU 0)", fl, &r, &pub, fan_redis_raw, pid, NULL,
+                             NULL);
         free(pub.buf);
         close(fd);
     }
@@ -755,7 +790,7 @@ int main(int argc, char **argv)
     if (is_all || strcmp(o.mode, "throughput") == 0 || strcmp(o.mode, "redis") == 0) {
         pin_self(1);
         if (is_all || strcmp(o.mode, "throughput") == 0)
-            failed += fan_run_herald_throughput(&o, o.history_rules, NULL) != 0;
+            failed += fan_run_herald_throughput(&o, o.history_rules, NULL, NULL) != 0;
         if (is_all || strcmp(o.mode, "redis") == 0)
             failed += run_redis_throughput(&o) != 0;
     }

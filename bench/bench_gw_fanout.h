@@ -68,6 +68,10 @@ typedef struct publisher_s {
  * receive timestamps do). */
 uint64_t fan_now_ns(void);
 uint64_t fan_wall_ns(void);
+/* A process's CPU time so far: the run time of all its threads (/proc/<pid>/task/<tid>/
+ * schedstat, first field, ns), or 0 when unreadable. Time other processes take from its CPU
+ * is not in it, so CPU per delivery moves less with the machine than the rate does. */
+uint64_t fan_proc_cpu_ns(pid_t pid);
 
 /* The fleet's raw callbacks: parse herald Pushes or Redis messages in place, check order,
  * count, and in latency mode record both latencies. arg is the run_t. */
@@ -99,9 +103,11 @@ int fan_redis_down(pid_t pid);
 test_fleet_t *fan_redis_fleet(const opts_t *o, uint16_t port, run_t *r);
 
 /* One herald throughput run (io_threads 1 on CPU 0), keeping history as history_rules say
- * (NULL: none); *rate (may be NULL) gets the figure.
+ * (NULL: none); *rate and *cpu_ns (herald's CPU per delivery; either may be NULL) get the
+ * figures.
  * Returns: 0 on zero loss and a clean stop, -1 otherwise. */
-int fan_run_herald_throughput(const opts_t *o, const char *history_rules, double *rate);
+int fan_run_herald_throughput(const opts_t *o, const char *history_rules, double *rate,
+                              double *cpu_ns);
 /* Prints what the history held (herald_history_* from /metrics) on one line. */
 void fan_print_history_metrics(const test_herald_t *h);
 

@@ -16,7 +16,6 @@
  *                  time (all its threads' /proc schedstat run time, in ns) per delivery: time
  *                  other processes take from herald's CPU lowers its rate but not that.
  */
-#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,31 +52,38 @@ static double print_spread(const double *v, int n, double div, int decimals)
 int fan_run_history(const opts_t *o)
 {
     const char *on = o->history_rules[0] ? o->history_rules : HISTORY_ON_DEFAULT;
-    double off_rate[MAX_ROUNDS];
-    double on_rate[MAX_ROUNDS];
-    double ratio[MAX_ROUNDS];
+    double rate[2][MAX_ROUNDS]; /* [0] history on, [1] off */
+    double cpu[2][MAX_ROUNDS];
+    double ratio[2][MAX_ROUNDS];
     int failed = 0;
     for (int k = 0; k < o->rounds; k++) {
         for (int j = 0; j < 2; j++) {
-            bool is_on = (j == 0) == (k % 2 == 1);
+            int side = (j == 0) == (k % 2 == 1) ? 0 : 1; /* off-on, on-off, ... */
             printf("history round %d/%d, run %d: history %s\n", k + 1, o->rounds, j + 1,
-                   is_on ? on : "off");
-            double rate = 0;
-            failed += fan_run_herald_throughput(o, is_on ? on : NULL, &rate) != 0;
-            (is_on ? on_rate : off_rate)[k] = rate;
+                   side == 0 ? on : "off");
+            rate[side][k] = 0;
+            cpu[side][k] = 0;
+            failed += fan_run_herald_throughput(o, side == 0 ? on : NULL, &rate[side][k],
+                                                &cpu[side][k]) != 0;
         }
-        ratio[k] = off_rate[k] > 0 ? on_rate[k] / off_rate[k] : 0;
+        ratio[0][k] = rate[1][k] > 0 ? rate[0][k] / rate[1][k] : 0;
+        ratio[1][k] = cpu[1][k] > 0 ? cpu[0][k] / cpu[1][k] : 0;
     }
     printf("history: %d pairs, %zu subscribers, %zu-byte payload, %d s runs, herald io_threads=1 "
-           "on CPU 0\n  history off        ",
+           "on CPU 0; median [min-max]\n  M deliveries/s: history off ",
            o->rounds, o->subs, o->payload, o->seconds);
-    double off_med = print_spread(off_rate, o->rounds, 1e6, 2);
-    printf(" M deliveries/s\n  history %-10s ", on);
-    double on_med = print_spread(on_rate, o->rounds, 1e6, 2);
-    printf(" M deliveries/s\n  on/off per pair    ");
-    double ratio_med = print_spread(ratio, o->rounds, 1, 3);
-    printf("; ratio of the medians %.3f\n", off_med > 0 ? on_med / off_med : 0);
-    printf("  history costs %.1f%% of the broadcast rate (median pair; target < 10%%); loss "
+    print_spread(rate[1], o->rounds, 1e6, 2);
+    printf(", on (%s) ", on);
+    print_spread(rate[0], o->rounds, 1e6, 2);
+    printf("; on/off per pair ");
+    double ratio_med = print_spread(ratio[0], o->rounds, 1, 3);
+    printf("\n  herald CPU ns per delivery: history off ");
+    print_spread(cpu[1], o->rounds, 1, 1);
+    printf(", on ");
+    print_spread(cpu[0], o->rounds, 1, 1);
+    printf("; on/off per pair ");
+    print_spread(ratio[1], o->rounds, 1, 3);
+    printf("\n  history costs %.1f%% of the broadcast rate (median pair; target < 10%%); loss "
            "check: %s\n",
            (1 - ratio_med) * 100, failed ? "FAILED in some run" : "zero loss in every run");
     return failed ? -1 : 0;
@@ -97,32 +103,6 @@ typedef struct mixed_s {
     double cpu_total_ns[2];
 } mixed_t;
 
-/* herald's CPU time so far: the run time of all its threads (/proc/<pid>/task/<tid>/schedstat,
- * first field, ns), or 0 when unreadable. */
-static uint64_t herald_cpu_ns(pid_t pid)
-{
-    char path[64];
-    snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
-    DIR *d = opendir(path);
-    if (!d)
-        return 0;
-    uint64_t sum = 0;
-    for (struct dirent *e = readdir(d); e; e = readdir(d)) {
-        if (e->d_name[0] == '.')
-            continue;
-        char sp[384];
-        snprintf(sp, sizeof(sp), "%s/%s/schedstat", path, e->d_name);
-        FILE *f = fopen(sp, "r");
-        unsigned long long ns = 0;
-        if (f && fscanf(f, "%llu", &ns) == 1)
-            sum += ns;
-        if (f)
-            fclose(f);
-    }
-    closedir(d);
-    return sum;
-}
-
 /* One slice on side: publishes to its channel under the window for o->slice_ms, then waits
  * until everything it published is delivered; records the slice as number k (k < 0: warm-up,
  * not recorded). Returns 0, or -1 when the drain timed out or a send failed. */
@@ -134,7 +114,7 @@ static int mixed_slice(mixed_t *m, int side, int k)
     uint64_t n = r->n;
     uint64_t d0 = r->delivered;
     uint64_t s0 = pub->sent;
-    uint64_t cpu0 = herald_cpu_ns(m->pid);
+    uint64_t cpu0 = fan_proc_cpu_ns(m->pid);
     uint64_t t0 = fan_now_ns();
     uint64_t t_end = t0 + (uint64_t)o->slice_ms * 1000000ull;
     while (fan_now_ns() < t_end) {
@@ -150,7 +130,7 @@ static int mixed_slice(mixed_t *m, int side, int k)
         fan_publisher_drain(pub);
     }
     uint64_t t1 = fan_now_ns();
-    uint64_t cpu1 = herald_cpu_ns(m->pid);
+    uint64_t cpu1 = fan_proc_cpu_ns(m->pid);
     double got = (double)(r->delivered - d0);
     if (r->delivered - d0 != (pub->sent - s0) * n || got == 0)
         return -1;
