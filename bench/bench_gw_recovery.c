@@ -44,9 +44,14 @@
  * that herald rightly answers "cannot recover", and the check counts the client as not
  * recovered.
  *
- * Everything runs in this process: the fleet (one thread, raw mode: Pushes parsed in place)
- * and the publisher thread; one process may hold 20,000 descriptors, so --clients plus
- * --stayers is at most 19,900. herald runs with its default IO loops (one per CPU) unless
+ * Everything runs in this process: the storm clients' fleet (the main thread, raw mode:
+ * Pushes parsed in place), the stayers' fleet in a thread of its own, and the publisher
+ * thread. The stayers have their own thread because a fleet reads each socket only when it
+ * gets round to it: the storm clients' fleet, busy with 10,000 connects and 500,000 recovered
+ * Pushes, read some sockets hundreds of ms late, and a read that takes several Pushes gives
+ * them all the kernel stamp of the last one. Such Pushes are counted as "stamped late" (their
+ * arrival figure is an upper bound); at the stayers there are next to none. A process may
+ * hold 20,000 descriptors, so --clients plus --stayers is at most 19,900. herald runs with its default IO loops (one per CPU) unless
  * --io-threads says otherwise, and --worker-queue 65536 so that the setup's 11,000 Connects
  * sent at once are not refused as busy (the storm itself keeps --in-flight below the default
  * queue of 4,096).
@@ -98,14 +103,31 @@ static void poll_for(run_t *r, int ms)
         test_fleet_poll_raw(r->fl, 5, rec_on_raw, r);
 }
 
-/* Every client still in (subscribed, or live again) has every message before r->want_next. */
+/* Every client still in (subscribed, or live again) has every message before r->want_next,
+ * the stayers included (as their thread last saw them). */
 static bool all_caught_up(const run_t *r)
 {
     for (size_t i = 0; i < r->n; i++)
         if ((r->c[i].state == CS_SUBSCRIBED || r->c[i].state == CS_LIVE) &&
             r->c[i].next < r->want_next)
             return false;
-    return true;
+    return r->stayers->n == 0 || atomic_load(&r->stayers->min_next) >= r->want_next;
+}
+
+/* The stayers' thread: reads their fleet until told to stop (or the deadline), and publishes
+ * the lowest next offset among them for all_caught_up. */
+static void *stayers_main(void *arg)
+{
+    run_t *s = arg;
+    while (s->n > 0 && !atomic_load(&s->is_quit) && test_now_ms() < s->deadline_ms) {
+        test_fleet_poll_raw(s->fl, 5, rec_on_raw, s);
+        uint64_t lo = UINT64_MAX;
+        for (size_t i = 0; i < s->n; i++)
+            if (s->c[i].state == CS_SUBSCRIBED && s->c[i].next < lo)
+                lo = s->c[i].next;
+        atomic_store(&s->min_next, lo);
+    }
+    return NULL;
 }
 
 /* --- setup ------------------------------------------------------------------------------------ */
@@ -115,20 +137,20 @@ static const char *token_of(size_t i, void *arg)
     return ((run_t *)arg)->tokens[i];
 }
 
-static int mint_tokens(run_t *r)
+/* Every client's own token: storm clients first, then the stayers. */
+static char **mint_tokens(const opts_t *o)
 {
-    r->tokens = calloc(r->n, sizeof(*r->tokens));
-    if (!r->tokens)
-        return -ENOMEM;
-    for (size_t i = 0; i < r->n; i++) {
+    size_t n = o->clients + o->stayers;
+    char **tokens = calloc(n, sizeof(*tokens));
+    for (size_t i = 0; tokens && i < n; i++) {
         char user[32];
         char tok[1024];
-        snprintf(user, sizeof(user), "%s%zu", i < r->o->clients ? "u" : "s", i);
-        int len = test_token(tok, sizeof(tok), user, CHANNEL, 3600, 0, SECRET);
-        if (len <= 0 || !(r->tokens[i] = strdup(tok)))
-            return len < 0 ? len : -ENOMEM;
+        snprintf(user, sizeof(user), "%s%zu", i < o->clients ? "u" : "s", i);
+        if (test_token(tok, sizeof(tok), user, CHANNEL, 3600, 0, SECRET) <= 0 ||
+            !(tokens[i] = strdup(tok)))
+            return NULL;
     }
-    return 0;
+    return tokens;
 }
 
 static test_herald_t *start_herald(const opts_t *o)
@@ -422,32 +444,33 @@ static void parse_opts(int argc, char **argv, opts_t *o)
 
 /* --- report ----------------------------------------------------------------------------------- */
 
-static void print_lat(const char *what, const nl_hist_t *a, const nl_hist_t *p)
+/* One line: a run's live pushes of storm k, phase ph. */
+static void print_lat(const char *what, const run_t *r, int k, int ph)
 {
     nl_hist_summary_t s;
     nl_hist_summary_t q;
-    nl_hist_summarize(a, &s);
-    nl_hist_summarize(p, &q);
+    nl_hist_summarize(&r->arrive_us[k][ph], &s);
+    nl_hist_summarize(&r->processed_us[k][ph], &q);
     if (s.count == 0) {
         printf("    %-42s no samples\n", what);
         return;
     }
-    printf("    %-42s %7llu pushes: arrival p50 %6.2f  p99 %7.2f  max %7.2f ms; processed p99 "
-           "%7.2f ms\n",
+    printf("    %-42s %7llu pushes: arrival p50 %6.2f  p99 %7.2f  max %7.2f ms (%llu stamped "
+           "late); processed p99 %7.2f ms\n",
            what, (unsigned long long)s.count, (double)s.p50 / 1000.0, (double)s.p99 / 1000.0,
-           (double)s.max / 1000.0, (double)q.p99 / 1000.0);
+           (double)s.max / 1000.0, (unsigned long long)r->late[k][ph], (double)q.p99 / 1000.0);
 }
 
-/* Prints one phase's latencies at the stayers and at the storm clients. */
-static void report_latency(const run_t *r, int ph)
+/* Prints storm k's phase ph: at the stayers and at the storm clients. */
+static void report_latency(const run_t *r, int k, int ph)
 {
     static const char *const names[PH_COUNT] = {"reference", "during the storm", "after it"};
     char what[96];
-    snprintf(what, sizeof(what), "%s, %zu stayers", names[ph], r->o->stayers);
-    print_lat(what, &r->arrive_us[ph][G_STAYERS], &r->processed_us[ph][G_STAYERS]);
+    snprintf(what, sizeof(what), "%s, %zu stayers", names[ph], r->stayers->n);
+    print_lat(what, r->stayers, k, ph);
     snprintf(what, sizeof(what), "%s, storm clients%s", names[ph],
              ph == PH_STORM ? " once live" : "");
-    print_lat(what, &r->arrive_us[ph][G_STORM], &r->processed_us[ph][G_STORM]);
+    print_lat(what, r, k, ph);
 }
 
 static void report_setup(const run_t *r, int64_t setup_ms, long rss)
@@ -468,8 +491,10 @@ static void report_setup(const run_t *r, int64_t setup_ms, long rss)
                o->in_flight);
     printf("  setup %lld ms; herald VmRSS with everyone subscribed %ld KiB\n", (long long)setup_ms,
            rss);
-    printf("  live pushes, publish to arrival in the client's socket (kernel stamp):\n");
-    report_latency(r, PH_REF);
+    printf("  live pushes, publish to arrival in the client's socket (kernel stamp; a push "
+           "that shared a read with a later one has that one's stamp and is counted as stamped "
+           "late: its figure is an upper bound):\n");
+    report_latency(r, 0, PH_REF);
 }
 
 /* What one storm measured besides the run's counters. */
@@ -525,8 +550,9 @@ static void report_storm(const run_t *r, const test_herald_t *h, int k, const st
     for (int f = 1; f < F_COUNT; f++)
         if (r->fails[f])
             printf(" (%s: %zu)", rec_fail_names[f], r->fails[f]);
-    printf("; %llu recovered Pushes; stayers with a gap so far %zu of %zu\n",
-           (unsigned long long)r->recovered_pushes, r->stayer_gaps, o->stayers);
+    printf("; %llu recovered Pushes; stayers with a gap so far %zu of %zu%s\n",
+           (unsigned long long)r->recovered_pushes, atomic_load(&r->stayers->gaps), o->stayers,
+           r->is_stayers_behind ? ", SOME STAYERS LACK THE LAST MESSAGE" : "");
     printf("  herald VmRSS: before the storm %ld KiB (storm clients away, %u missed kept), all "
            "live %ld KiB, after it %ld KiB\n",
            g->rss_before, o->missed, g->rss_live, g->rss_end);
@@ -541,14 +567,14 @@ static void report_storm(const run_t *r, const test_herald_t *h, int k, const st
     printf("; herald_history_messages %.0f, herald_history_bytes %.0f\n",
            metric(h, "herald_history_messages", NULL), metric(h, "herald_history_bytes", NULL));
     printf("  live pushes, publish to arrival in the client's socket (kernel stamp):\n");
-    report_latency(r, PH_STORM);
-    report_latency(r, PH_AFTER);
+    report_latency(r, k, PH_STORM);
+    report_latency(r, k, PH_AFTER);
     printf("  herald's own histograms (/metrics buckets: 100, 250, 500, 1000 ms, ...):\n");
     report_herald_view("during the storm", g, 0);
     report_herald_view("after it", g, 1);
-    if (r->unstamped)
+    if (r->unstamped + r->stayers->unstamped)
         printf("  %llu pushes so far had no kernel stamp (left out)\n",
-               (unsigned long long)r->unstamped);
+               (unsigned long long)(r->unstamped + r->stayers->unstamped));
 }
 
 /* --- the phases ------------------------------------------------------------------------------- */
@@ -609,10 +635,14 @@ static void final_check(run_t *r, pubthr_t *pt)
         if ((r->c[i].state == CS_SUBSCRIBED || r->c[i].state == CS_LIVE) &&
             r->c[i].next != r->want_next)
             rec_client_fail(r, i, F_GAP);
+    if (r->stayers->n > 0 && atomic_load(&r->stayers->min_next) < r->want_next)
+        r->is_stayers_behind = true;
 }
 
-/* Clears the counters and latencies of the last storm. */
-static void storm_reset(run_t *r)
+/* Clears the storm clients' counters of the last storm and makes k the current one (no live
+ * message is in flight: the publisher is paused and everyone has caught up). Latencies are
+ * kept per storm, so nothing a thread records into is cleared. */
+static void storm_reset(run_t *r, int k)
 {
     r->authed = 0;
     r->connect_failed = 0;
@@ -620,14 +650,10 @@ static void storm_reset(run_t *r)
     r->failed = 0;
     memset(r->fails, 0, sizeof(r->fails));
     r->recovered_pushes = 0;
-    r->after_wall = 0;
-    for (int g = 0; g < G_COUNT; g++) {
-        nl_hist_init(&r->arrive_us[PH_STORM][g]);
-        nl_hist_init(&r->processed_us[PH_STORM][g]);
-        nl_hist_init(&r->arrive_us[PH_AFTER][g]);
-        nl_hist_init(&r->processed_us[PH_AFTER][g]);
-    }
     nl_hist_init(&r->to_live_ms);
+    atomic_store(&r->phase->storm, k);
+    atomic_store(&r->phase->storm_wall, 0);
+    atomic_store(&r->phase->after_wall, 0);
 }
 
 /* Phases 2-4 once. Returns: 0 when every storm client recovered and no stayer has a gap; 1
@@ -635,7 +661,7 @@ static void storm_reset(run_t *r)
 static int one_storm(run_t *r, const test_herald_t *h, pubthr_t *pt, test_client_t *pub2, int k)
 {
     storm_figs_t g = {0};
-    storm_reset(r);
+    storm_reset(r, k);
     int rc = go_away(r, h, pt, pub2);
     if (rc != 0)
         return rc;
@@ -643,12 +669,12 @@ static int one_storm(run_t *r, const test_herald_t *h, pubthr_t *pt, test_client
     hsnap_take(h, "herald_publish_to_flush_seconds", &g.flush[0]);
     hsnap_take(h, "herald_loop_lag_seconds", &g.lag[0]);
     long cpu0 = cpu_ms(h->pid);
-    r->storm_wall = rec_wall_ns();
+    atomic_store(&r->phase->storm_wall, rec_wall_ns());
     atomic_store(&pt->is_on, 1);
     int64_t s0 = test_now_ms();
     g.to_all_live_ms = storm(r, h);
     g.phase_ms = test_now_ms() - s0;
-    r->after_wall = rec_wall_ns();
+    atomic_store(&r->phase->after_wall, rec_wall_ns());
     g.cpu_ms = cpu_ms(h->pid) - cpu0;
     g.rss_live = test_proc_rss_kb(h->pid);
     hsnap_take(h, "herald_publish_to_flush_seconds", &g.flush[1]);
@@ -659,7 +685,33 @@ static int one_storm(run_t *r, const test_herald_t *h, pubthr_t *pt, test_client
     hsnap_take(h, "herald_publish_to_flush_seconds", &g.flush[2]);
     hsnap_take(h, "herald_loop_lag_seconds", &g.lag[2]);
     report_storm(r, h, k, &g);
-    return r->live == r->o->clients && r->stayer_gaps == 0 ? 0 : 1;
+    return r->live == r->o->clients && atomic_load(&r->stayers->gaps) == 0 && !r->is_stayers_behind
+               ? 0
+               : 1;
+}
+
+/* Connects, authenticates and subscribes one run's fleet. */
+static int setup_fleet(run_t *r, const test_herald_t *h)
+{
+    if (r->n == 0)
+        return 0;
+    uint64_t *offsets = calloc(r->n, sizeof(*offsets));
+    int rc = offsets ? test_fleet_new(&r->fl, r->n) : -ENOMEM;
+    if (rc == 0) {
+        test_fleet_set_rx_timestamps(r->fl, true);
+        rc = test_fleet_open(r->fl, h->port, 256, SETUP_MS);
+    }
+    if (rc == 0)
+        rc = test_fleet_hello_all(r->fl, NULL, token_of, r, SETUP_MS);
+    if (rc == 0)
+        rc = test_fleet_subscribe_all(r->fl, CHANNEL, offsets, NULL, NULL, SETUP_MS);
+    for (size_t i = 0; rc == 0 && i < r->n; i++)
+        r->c[i].next = offsets[i] + 1;
+    free(offsets);
+    if (rc != 0)
+        fprintf(stderr, "setup of the %s: %s (%s)\n", r->is_stayers ? "stayers" : "storm clients",
+                strerror(-rc), r->fl ? test_fleet_what(r->fl) : "");
+    return rc;
 }
 
 /* Setup: the second publisher, the channel's epoch, everyone connected and subscribed. */
@@ -676,24 +728,13 @@ static int setup(run_t *r, const test_herald_t *h, test_client_t *pub2)
     rec_payload_mark(buf, rec_wall_ns(), 0, KIND_PRELUDE);
     if (rc == 0)
         rc = test_client_publish_ex(pub2, CHANNEL, buf, o->payload, &off, r->epoch, WAIT_MS);
+    else
+        fprintf(stderr, "publisher: %s\n", test_client_what(pub2));
     free(buf);
-    uint64_t *offsets = calloc(r->n, sizeof(*offsets));
     if (rc == 0)
-        rc = test_fleet_new(&r->fl, r->n);
-    if (rc == 0) {
-        test_fleet_set_rx_timestamps(r->fl, true);
-        rc = test_fleet_open(r->fl, h->port, 256, SETUP_MS);
-    }
+        rc = setup_fleet(r, h);
     if (rc == 0)
-        rc = test_fleet_hello_all(r->fl, NULL, token_of, r, SETUP_MS);
-    if (rc == 0)
-        rc = test_fleet_subscribe_all(r->fl, CHANNEL, offsets, NULL, NULL, SETUP_MS);
-    for (size_t i = 0; rc == 0 && i < r->n; i++)
-        r->c[i].next = offsets[i] + 1;
-    free(offsets);
-    if (rc != 0)
-        fprintf(stderr, "setup: %s (%s)\n", strerror(-rc),
-                r->fl ? test_fleet_what(r->fl) : test_client_what(pub2));
+        rc = setup_fleet(r->stayers, h);
     return rc;
 }
 
@@ -718,7 +759,15 @@ static int run(run_t *r, const test_herald_t *h)
                    .payload = o->payload,
                    .deadline_ms = test_now_ms() + 600000};
     pthread_t thr;
+    pthread_t st_thr;
+    r->stayers->deadline_ms = test_now_ms() + 600000;
+    if (pthread_create(&st_thr, NULL, stayers_main, r->stayers) != 0) {
+        test_client_close(&pub2);
+        return -1;
+    }
     if (pthread_create(&thr, NULL, rec_pub_main, &pt) != 0) {
+        atomic_store(&r->stayers->is_quit, 1);
+        pthread_join(st_thr, NULL);
         test_client_close(&pub2);
         return -1;
     }
@@ -737,6 +786,8 @@ static int run(run_t *r, const test_herald_t *h)
     }
     atomic_store(&pt.is_quit, 1);
     pthread_join(thr, NULL);
+    atomic_store(&r->stayers->is_quit, 1);
+    pthread_join(st_thr, NULL);
     if (pt.err != 0)
         fprintf(stderr, "%s (%s)\n", strerror(-pt.err), pt.what);
     printf("%llu live messages published\n", (unsigned long long)atomic_load(&pt.sent));
@@ -765,25 +816,34 @@ int main(int argc, char **argv)
         fprintf(stderr, "RLIMIT_NOFILE too low for %zu clients\n", n);
         return 1;
     }
-    run_t *r = calloc(1, sizeof(*r));
-    if (!r || !(r->c = calloc(n, sizeof(*r->c))))
-        return 1;
-    r->o = &o;
-    r->n = n;
-    if (mint_tokens(r) != 0) {
-        fprintf(stderr, "cannot mint the tokens\n");
+    /* The storm clients' run and the stayers', sharing the tokens and the phase. */
+    run_t *r = calloc(2, sizeof(*r));
+    phase_t phase = {0};
+    char **tokens = mint_tokens(&o);
+    if (!r || !tokens) {
+        fprintf(stderr, "out of memory\n");
         return 1;
     }
+    run_t *s = &r[1];
+    *r = (run_t){.o = &o, .n = o.clients, .tokens = tokens, .phase = &phase, .stayers = s};
+    *s = (run_t){
+        .o = &o, .is_stayers = true, .n = o.stayers, .tokens = tokens + o.clients, .phase = &phase};
+    r->c = calloc(o.clients, sizeof(*r->c));
+    s->c = calloc(o.stayers ? o.stayers : 1, sizeof(*s->c));
+    if (!r->c || !s->c)
+        return 1;
     test_herald_t *h = start_herald(&o);
     if (!h)
         return 1;
     int rc = run(r, h);
     test_fleet_free(r->fl);
+    test_fleet_free(s->fl);
     int st = test_herald_stop(h, 0);
     for (size_t i = 0; i < n; i++)
-        free(r->tokens[i]);
-    free(r->tokens);
+        free(tokens[i]);
+    free(tokens);
     free(r->c);
+    free(s->c);
     free(r);
     return rc == 0 && st == 0 ? 0 : 1;
 }

@@ -73,35 +73,55 @@ typedef struct client_s {
 } client_t;
 
 enum { PH_REF, PH_STORM, PH_AFTER, PH_COUNT };
-enum { G_STAYERS, G_STORM, G_COUNT };
+#define MAX_STORMS 10
 
+/* Where the run is, set by the main thread while no live message is in flight and read by
+ * both fleets' threads. A live push is classified by when it was published (CLOCK_REALTIME
+ * ns): before storm_wall it belongs to the reference, before after_wall to the storm, then
+ * to the after phase; 0: not reached yet. storm is the storm's number. */
+typedef struct phase_s {
+    _Atomic uint64_t storm_wall;
+    _Atomic uint64_t after_wall;
+    _Atomic int storm;
+} phase_t;
+
+/* One fleet and its clients: the storm clients (the main thread's) or the stayers (their own
+ * thread's, so that the storm's work in the main fleet does not delay their reads). */
 typedef struct run_s {
     const opts_t *o;
-    size_t n; /* clients + stayers; storm clients are [0, clients) */
+    bool is_stayers;
+    size_t n;
     client_t *c;
     char **tokens;
     test_fleet_t *fl;
-    uint64_t x;     /* the offset every storm client recovers from */
-    char epoch[17]; /* its epoch */
-    /* Phase bounds as send times (CLOCK_REALTIME ns): a live push is classified by when it
-     * was published. 0: not reached yet. */
-    uint64_t storm_wall;
-    uint64_t after_wall;
-    /* Counters of the current storm (reset before each), then of the whole run. */
+    phase_t *phase;
+    struct run_s *stayers; /* the storm clients' run: the stayers' (NULL in theirs) */
+    uint64_t x;            /* the offset every storm client recovers from */
+    char epoch[17];        /* its epoch */
+    /* Storm clients: counters of the current storm, reset before each. */
     size_t authed;         /* ConnectOk */
     size_t connect_failed; /* failed before ConnectOk */
     size_t live;
     size_t failed;
     size_t fails[F_COUNT];
-    size_t stayer_gaps; /* the whole run */
     uint64_t recovered_pushes;
-    uint64_t other; /* frames nobody expected (Pong, ...) */
-    nl_hist_t arrive_us[PH_COUNT][G_COUNT];
-    nl_hist_t processed_us[PH_COUNT][G_COUNT];
-    uint64_t unstamped;
-    nl_hist_t to_live_ms; /* storm: reconnect started -> live, per client */
+    nl_hist_t to_live_ms; /* reconnect started -> live, per client */
     int64_t last_live_ms;
-    uint64_t want_next; /* what a client caught up has as next (all_caught_up) */
+    uint64_t want_next;     /* what a client caught up has as next (all_caught_up) */
+    bool is_stayers_behind; /* a stayer lacked the last message at a storm's end */
+    /* Stayers: written by their thread, read by the main one. */
+    _Atomic size_t gaps;       /* stayers that saw a gap or a duplicate */
+    _Atomic uint64_t min_next; /* lowest next offset among the stayers without a gap */
+    _Atomic int is_quit;       /* main: stop the thread */
+    int64_t deadline_ms;       /* the thread stops by then whatever happens */
+    /* Live pushes, per storm and phase. A push that shared a read with a later one carries
+     * that one's kernel stamp, so its arrival figure is an upper bound: counted in late. */
+    nl_hist_t arrive_us[MAX_STORMS][PH_COUNT];
+    nl_hist_t processed_us[MAX_STORMS][PH_COUNT];
+    uint64_t pushes_in_read; /* live pushes in the read being parsed */
+    uint64_t late[MAX_STORMS][PH_COUNT];
+    uint64_t unstamped;
+    uint64_t other; /* frames nobody expected (Pong, ...) */
 } run_t;
 
 /* CLOCK_REALTIME now, in ns: payload stamps use it, as the kernel's receive stamps do. */
@@ -138,7 +158,7 @@ int rec_pub_pause(pubthr_t *p);
  * live pushes' latencies recorded. */
 size_t rec_on_raw(test_fleet_t *fl, size_t i, const char *data, size_t len, void *arg);
 
-/* Marks client i failed for why (F_*); a stayer counts as a stayer with a gap. */
+/* Marks client i failed for why (F_*); a stayer counts as a stayer with a gap. Thread: r's. */
 void rec_client_fail(run_t *r, size_t i, int why);
 
 #endif

@@ -178,9 +178,9 @@ static void parse_push(const uint8_t *p, const uint8_t *end, uint64_t *offset,
 void rec_client_fail(run_t *r, size_t i, int why)
 {
     client_t *c = &r->c[i];
-    if (i >= r->o->clients) {
+    if (r->is_stayers) {
         if (c->state != CS_FAILED)
-            r->stayer_gaps++;
+            atomic_fetch_add(&r->gaps, 1);
         c->state = CS_FAILED;
         return;
     }
@@ -201,19 +201,21 @@ static void record_live(run_t *r, size_t i, const uint8_t *payload, uint64_t t_w
 {
     uint64_t sent;
     memcpy(&sent, payload, 8);
-    int g = i < r->o->clients ? G_STORM : G_STAYERS;
-    if (g == G_STORM && r->c[i].state == CS_LIVE && sent < r->c[i].live_wall)
+    if (!r->is_stayers && r->c[i].state == CS_LIVE && sent < r->c[i].live_wall)
         return; /* published before it went live: it came with the recovery */
-    uint64_t storm = r->storm_wall;
-    int ph = !storm || sent < storm                   ? PH_REF
-             : !r->after_wall || sent < r->after_wall ? PH_STORM
-                                                      : PH_AFTER;
-    nl_hist_record_local(&r->processed_us[ph][g], t_wall > sent ? (t_wall - sent) / 1000 : 0);
+    uint64_t storm = atomic_load(&r->phase->storm_wall);
+    uint64_t after = atomic_load(&r->phase->after_wall);
+    int ph = !storm || sent < storm ? PH_REF : !after || sent < after ? PH_STORM : PH_AFTER;
+    int k = atomic_load(&r->phase->storm);
+    nl_hist_record_local(&r->processed_us[k][ph], t_wall > sent ? (t_wall - sent) / 1000 : 0);
     uint64_t rx = test_fleet_rx_time_ns(r->fl);
     if (rx)
-        nl_hist_record_local(&r->arrive_us[ph][g], rx > sent ? (rx - sent) / 1000 : 0);
+        nl_hist_record_local(&r->arrive_us[k][ph], rx > sent ? (rx - sent) / 1000 : 0);
     else
         r->unstamped++;
+    /* All but the last live push of a read carry a later push's stamp. */
+    if (r->pushes_in_read++ > 0)
+        r->late[k][ph]++;
 }
 
 /* Storm client c has everything it missed (or, --plain, its SubscribeOk): it is live. */
@@ -305,6 +307,7 @@ size_t rec_on_raw(test_fleet_t *fl, size_t i, const char *data, size_t len, void
         return 0;
     }
     uint64_t t_wall = rec_wall_ns();
+    r->pushes_in_read = 0;
     const uint8_t *p = (const uint8_t *)data;
     const uint8_t *end = p + len;
     for (;;) {
