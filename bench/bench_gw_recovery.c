@@ -51,7 +51,8 @@
  * Pushes, read some sockets hundreds of ms late, and a read that takes several Pushes gives
  * them all the kernel stamp of the last one. Such Pushes are counted as "stamped late" (their
  * arrival figure is an upper bound); at the stayers there are next to none. A process may
- * hold 20,000 descriptors, so --clients plus --stayers is at most 19,900. herald runs with its default IO loops (one per CPU) unless
+ * hold 20,000 descriptors, so --clients plus --stayers is at most 19,900. herald runs with its
+ * default IO loops (one per CPU) unless
  * --io-threads says otherwise, and --worker-queue 65536 so that the setup's 11,000 Connects
  * sent at once are not refused as busy (the storm itself keeps --in-flight below the default
  * queue of 4,096).

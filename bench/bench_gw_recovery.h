@@ -143,6 +143,7 @@ typedef struct pubthr_s {
     _Atomic uint64_t pause_ack;   /* thread: the pause_req it has honoured (nothing in flight) */
     _Atomic uint64_t last_offset; /* thread: the offset of its last PublishOk */
     _Atomic uint64_t sent;
+    uint64_t answered; /* thread: PublishOks read */
     int err;
     char what[256];
 } pubthr_t;
