@@ -37,7 +37,13 @@
  * counters, and the publish-to-arrival latency (kernel receive stamp) of the live pushes at
  * clients that are live, per phase: at the stayers, and at the storm clients counting only
  * messages published after that client went live (a message recovered from history is not a
- * live push). Phase 1 is the same measurement without a storm: the reference.
+ * live push). Phase 4 is the same measurement without a storm in the same run, and the one to
+ * hold the storm against: phase 1 sees herald's subscriber lists in another order (the
+ * stayers, subscribed last, behind the 10,000; after a storm ahead of them). Also printed,
+ * from /metrics: herald's own publish-to-flush and loop lag histograms over the storm and
+ * over phase 4 (coarse buckets; herald_loop_lag_seconds samples one iteration in 16 and
+ * records that sample at every iteration, so an idle loop repeats its last one: a rough
+ * guide only).
  *
  * With --rate R and --keep K, a storm client can recover only while the history still holds
  * X+1, i.e. for (K - missed) / R seconds after the storm begins (5 s at the defaults): past
@@ -50,12 +56,12 @@
  * gets round to it: the storm clients' fleet, busy with 10,000 connects and 500,000 recovered
  * Pushes, read some sockets hundreds of ms late, and a read that takes several Pushes gives
  * them all the kernel stamp of the last one. Such Pushes are counted as "stamped late" (their
- * arrival figure is an upper bound); at the stayers there are next to none. A process may
- * hold 20,000 descriptors, so --clients plus --stayers is at most 19,900. herald runs with its
- * default IO loops (one per CPU) unless
- * --io-threads says otherwise, and --worker-queue 65536 so that the setup's 11,000 Connects
- * sent at once are not refused as busy (the storm itself keeps --in-flight below the default
- * queue of 4,096).
+ * arrival figure is an upper bound: herald may have written them together); at the stayers
+ * there are next to none. A process may hold 20,000 descriptors, so --clients plus --stayers
+ * is at most 19,900. herald runs with its default IO loops (one per CPU) unless --io-threads
+ * says otherwise, and --worker-queue 65536 so that the setup's 11,000 Connects sent at once
+ * are not refused as busy (the storm itself keeps --in-flight below the default queue of
+ * 4,096).
  *
  * Usage: bench_gw_recovery [--clients N] [--stayers N] [--missed N] [--keep N] [--rate R]
  *        [--payload B] [--in-flight N] [--spread-ms S] [--quiet-seconds S] [--after-seconds S]
