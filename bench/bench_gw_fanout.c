@@ -28,7 +28,8 @@
  *               (which keeps history) and "nofan" (which does not), and the publisher
  *               broadcasts to each in turn, --slice-ms (1000) at a time, --slices pairs (40),
  *               so both sides see the same process and the same minute of the machine
- *               (bench_gw_fanout_history.c).
+ *               (bench_gw_fanout_history.c). At most 480 s of slices (2 x --slices x
+ *               --slice-ms), so that a run with its drains and setup stays under 10 minutes.
  *
  * --history-rules R: herald keeps history as R says in every herald run (default: no
  * history); in history mode R is the "on" side's rule.
@@ -759,7 +760,8 @@ static void parse_opts(int argc, char **argv, opts_t *o)
     if (!is_mode || o->payload < MIN_PAYLOAD || o->payload > MAX_PAYLOAD || o->subs == 0 ||
         o->seconds < 2 || o->rate < 1 || o->latency_seconds < 1 || o->window < 1 ||
         o->fleet_nice < 0 || o->fleet_nice > 19 || o->rounds < 1 || o->rounds > MAX_ROUNDS ||
-        o->slices < 1 || o->slices > MAX_SLICES || o->slice_ms < 100 || o->slice_ms > 10000) {
+        o->slices < 1 || o->slices > MAX_SLICES || o->slice_ms < 100 || o->slice_ms > 10000 ||
+        2L * o->slices * o->slice_ms > 480000) {
         fprintf(stderr, "bad options\n");
         exit(2);
     }
