@@ -98,7 +98,7 @@ static const setting_t settings[] = {
     {"admin", "port", "admin_port", NULL, T_U16, OFF(admin_port), 0, 0, 65535, false,
      "admin HTTP port only (0: any free port)", RESTART},
     {"admin", "api_key", "admin_api_key", "api-key", T_STR, OFF(admin_api_key), CAP(admin_api_key),
-     0, 0, true, "X-Api-Key for every admin path but /healthz", RESTART},
+     0, 0, true, "admin key (X-Api-Key or Authorization: Bearer) for all but /healthz", RESTART},
     {"admin", "max_body", "admin_max_body", NULL, T_SIZE, OFF(admin_max_body_bytes), 0, 1024,
      ADMIN_MAX_BODY_LIMIT, false, "largest admin request body", RELOAD},
     {"admin", "request_timeout", "admin_request_timeout", NULL, T_DURATION,

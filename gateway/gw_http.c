@@ -226,9 +226,29 @@ static size_t max_body(const gw_http_t *srv)
     return __atomic_load_n(&srv->opts.max_body_bytes, __ATOMIC_RELAXED);
 }
 
+/*
+ * The key from `X-Api-Key: KEY`, else from `Authorization: Bearer KEY`. The second form is
+ * what every Prometheus since 2.26 can send from a file (`authorization: credentials_file`),
+ * where an arbitrary header needs 2.55 or later; Debian 12 ships 2.42. With both headers,
+ * X-Api-Key alone counts. NULL when neither carries a key.
+ */
+static const char *request_key(struct MHD_Connection *conn)
+{
+    static const char bearer[] = "Bearer ";
+    const char *key = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "X-Api-Key");
+    if (key != NULL)
+        return key;
+    const char *auth =
+        MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+    /* RFC 7235: the scheme is case-insensitive. */
+    if (auth == NULL || strncasecmp(auth, bearer, sizeof(bearer) - 1) != 0)
+        return NULL;
+    return auth + sizeof(bearer) - 1;
+}
+
 static bool key_ok(const gw_http_t *srv, struct MHD_Connection *conn)
 {
-    const char *key = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "X-Api-Key");
+    const char *key = request_key(conn);
     if (!srv->has_key || key == NULL)
         return false;
     unsigned char d[DIGEST_BYTES];

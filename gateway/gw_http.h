@@ -11,7 +11,8 @@
  *
  * Answers gw_http gives by itself, each with a JSON body {"error": "..."}:
  *   401  X-Api-Key missing or wrong on any path but a public one (compared in constant time,
- *        on SHA-256 digests so the key length does not leak either). With no api_key
+ *        on SHA-256 digests so the key length does not leak either). Without X-Api-Key,
+ *        `Authorization: Bearer KEY` carries the key instead (Prometheus). With no api_key
  *        configured every non-public request gets 401. Unknown paths need the key too, so the
  *        route table does not leak to strangers.
  *   404  no route has this path.          405  the path exists for other methods (Allow: ...).

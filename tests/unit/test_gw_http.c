@@ -293,6 +293,42 @@ static void test_gw_http_api_key(void **state)
     assert_int_equal(st.not_found, 1);
 }
 
+/* GET /api/hello with the extra header lines given (each ending in CRLF): the status. */
+static int status_with_headers(const fixture_t *f, const char *headers)
+{
+    char req[512];
+    int n = snprintf(req, sizeof(req),
+                     "GET /api/hello HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n%s\r\n",
+                     headers);
+    assert_true(n > 0 && (size_t)n < sizeof(req));
+    resp_t r;
+    request_raw(f->port, req, (size_t)n, &r);
+    int status = r.status;
+    resp_free(&r);
+    return status;
+}
+
+/* `Authorization: Bearer KEY` stands for X-Api-Key (what Prometheus before 2.55 can send);
+ * any other scheme, a wrong key, or a wrong X-Api-Key beside a right Bearer is refused. */
+static void test_gw_http_bearer_key(void **state)
+{
+    fixture_t *f = *state;
+    assert_int_equal(status_with_headers(f, "Authorization: Bearer " KEY "\r\n"), 200);
+    assert_int_equal(status_with_headers(f, "authorization: bearer " KEY "\r\n"), 200);
+    assert_int_equal(status_with_headers(f, "Authorization: Bearer " KEY "x\r\n"), 401);
+    assert_int_equal(status_with_headers(f, "Authorization: Bearer\r\n"), 401);
+    assert_int_equal(status_with_headers(f, "Authorization: Basic " KEY "\r\n"), 401);
+    assert_int_equal(status_with_headers(f, "Authorization: " KEY "\r\n"), 401);
+    assert_int_equal(
+        status_with_headers(f, "X-Api-Key: wrong\r\nAuthorization: Bearer " KEY "\r\n"), 401);
+    assert_int_equal(
+        status_with_headers(f, "X-Api-Key: " KEY "\r\nAuthorization: Bearer wrong\r\n"), 200);
+    gw_http_stats_t st;
+    gw_http_stats(f->srv, &st);
+    assert_int_equal(st.requests, 8);
+    assert_int_equal(st.unauthorized, 5);
+}
+
 static void test_gw_http_method_not_allowed(void **state)
 {
     fixture_t *f = *state;
@@ -535,6 +571,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_gw_http_api_key, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_gw_http_bearer_key, setup, teardown),
         cmocka_unit_test_setup_teardown(test_gw_http_method_not_allowed, setup, teardown),
         cmocka_unit_test_setup_teardown(test_gw_http_post_echo, setup, teardown),
         cmocka_unit_test_setup_teardown(test_gw_http_too_large, setup, teardown),
