@@ -170,6 +170,7 @@ static void collect_main(void *arg)
         nl_server_get_stats(col->node->server, &col->snap->server);
     /* The node's current config is the main thread's to read. */
     col->snap->max_connections = col->node->snap->cfg.max_connections;
+    col->snap->pool_capacity = col->node->snap->cfg.worker_queue_capacity;
     collect_part_done(col);
 }
 
@@ -480,6 +481,9 @@ static void render_pool(gw_metrics_t *w, const gw_stats_snapshot_t *snap)
                      (double)p->queue_depth);
     gw_metrics_gauge(w, "herald_pool_queue_high_water", "Deepest the queue has been.", NULL,
                      (double)p->queue_hwm);
+    gw_metrics_gauge(w, "herald_pool_queue_capacity",
+                     "Tasks the queue holds at most ([server] worker_queue); past it, rejected.",
+                     NULL, (double)snap->pool_capacity);
     gw_metrics_counter(w, "herald_pool_submitted_total", "Tasks queued.", NULL, p->submitted);
     gw_metrics_counter(w, "herald_pool_rejected_total", "Tasks refused: queue full.", NULL,
                        p->rejected);

@@ -125,6 +125,7 @@ typedef struct gw_stats_snapshot_s {
     uint64_t uptime_ms;
     uint64_t max_connections; /* the configured limit, for "near max" alerts */
     int64_t users_online;     /* distinct users over every loop; negative errno if unknown */
+    uint64_t pool_capacity;   /* the worker pool's queue capacity, for "saturated" alerts */
 } gw_stats_snapshot_t;
 
 typedef struct gw_node_s gw_node_t;

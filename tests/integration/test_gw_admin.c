@@ -274,7 +274,8 @@ static void test_gw_admin_metrics(void **state)
         "herald_auth_ok_total",       "herald_frames_in_total",
         "herald_deliveries_total",    "herald_publishes_total",
         "herald_subscriptions",       "herald_slow_consumer_drops_total",
-        "herald_pool_rejected_total", "herald_ready"};
+        "herald_pool_rejected_total", "herald_ready",
+        "herald_pool_queue_capacity", "herald_pool_queue_high_water"};
     for (size_t i = 0; i < sizeof(families) / sizeof(families[0]); i++) {
         char needle[160];
         snprintf(needle, sizeof(needle), "# TYPE %s ", families[i]);
@@ -286,6 +287,8 @@ static void test_gw_admin_metrics(void **state)
     assert_true(scrape(h, "herald_subscriptions", NULL) == N);
     assert_true(scrape(h, "herald_deliveries_total", NULL) >= N);
     assert_true(scrape(h, "herald_publishes_total", NULL) >= 1);
+    /* The default [server] worker_queue. */
+    assert_true(scrape(h, "herald_pool_queue_capacity", NULL) == 4096);
     /* Every subscriber got the Push, so the loops that wrote it have taken their sample: one
      * per (message, loop with subscribers). */
     double flushed = scrape(h, "herald_publish_to_flush_seconds_count", NULL);
