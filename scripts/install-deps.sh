@@ -12,6 +12,7 @@ packages=(
     libevent-dev                                              # the pingpong benchmark's reference
     python3 python3-protobuf protobuf-compiler                # protocol interoperability test
     util-linux procps                                         # taskset, ps for benchmarks
+    systemd                                                   # systemd-analyze, -sysusers (deploy tests)
 )
 
 missing=()

@@ -21,3 +21,7 @@ endfunction()
 herald_deploy_test(deploy_example_conf TIMEOUT 30 LABELS unit
     COMMAND ${PYTHON3} ${deploy_dir}/check_example_conf.py $<TARGET_FILE:herald>
             ${PROJECT_SOURCE_DIR}/gateway/herald.example.conf)
+# The systemd unit (systemd-analyze verify and security), sysusers, sysctl and limits files.
+herald_deploy_test(deploy_unit_files TIMEOUT 60 LABELS unit
+    COMMAND ${PYTHON3} ${deploy_dir}/check_deploy_files.py $<TARGET_FILE:herald>
+            ${PROJECT_SOURCE_DIR})
