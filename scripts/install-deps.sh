@@ -13,6 +13,7 @@ packages=(
     python3 python3-protobuf protobuf-compiler                # protocol interoperability test
     util-linux procps                                         # taskset, ps for benchmarks
     systemd                                                   # systemd-analyze, -sysusers (deploy tests)
+    prometheus python3-yaml                                   # promtool; rules and compose files (deploy tests)
 )
 
 missing=()

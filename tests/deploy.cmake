@@ -25,3 +25,23 @@ herald_deploy_test(deploy_example_conf TIMEOUT 30 LABELS unit
 herald_deploy_test(deploy_unit_files TIMEOUT 60 LABELS unit
     COMMAND ${PYTHON3} ${deploy_dir}/check_deploy_files.py $<TARGET_FILE:herald>
             ${PROJECT_SOURCE_DIR})
+
+# dashboards/: promtool on the scrape config and every rules file; the dashboard's structure
+# and rows; and a running herald exporting every metric a panel or an alert uses, its
+# /metrics clean under promtool check metrics.
+find_program(PROMTOOL promtool)
+if(NOT PROMTOOL)
+    # Without promtool (scripts/install-deps.sh installs Debian's prometheus) the tests that
+    # need it are still declared, and fail saying so.
+    set(PROMTOOL promtool-not-found-run-scripts-install-deps.sh)
+endif()
+herald_deploy_test(deploy_prometheus_files TIMEOUT 60 LABELS unit
+    COMMAND bash ${deploy_dir}/check_prometheus.sh ${PROMTOOL} ${PROJECT_SOURCE_DIR})
+herald_deploy_test(deploy_dashboard_json TIMEOUT 30 LABELS unit
+    COMMAND ${PYTHON3} ${deploy_dir}/check_dashboard.py
+            ${PROJECT_SOURCE_DIR}/dashboards/herald-grafana.json)
+herald_deploy_test(deploy_metrics_live TIMEOUT 60 LABELS integration
+    COMMAND ${PYTHON3} ${deploy_dir}/check_metrics.py $<TARGET_FILE:herald> ${PROMTOOL}
+            ${PROJECT_SOURCE_DIR}/dashboards/herald-grafana.json
+            ${PROJECT_SOURCE_DIR}/dashboards/herald-alerts.yml
+            ${PROJECT_SOURCE_DIR}/dashboards/herald-alerts-redis.yml)
