@@ -14,6 +14,7 @@ packages=(
     util-linux procps                                         # taskset, ps for benchmarks
     systemd                                                   # systemd-analyze, -sysusers (deploy tests)
     prometheus python3-yaml                                   # promtool; rules and compose files (deploy tests)
+    haproxy                                                   # deploy/local-cluster.sh's load balancer
 )
 
 missing=()

@@ -45,3 +45,11 @@ herald_deploy_test(deploy_metrics_live TIMEOUT 60 LABELS integration
             ${PROJECT_SOURCE_DIR}/dashboards/herald-grafana.json
             ${PROJECT_SOURCE_DIR}/dashboards/herald-alerts.yml
             ${PROJECT_SOURCE_DIR}/dashboards/herald-alerts-redis.yml)
+
+# deploy/local-cluster.sh up, herald-loadgen through its HAProxy, down: the run delivers, both
+# nodes serve, Prometheus scrapes them and evaluates the alert rules, nothing is left running.
+if(TARGET herald-loadgen)
+    herald_deploy_test(deploy_local_cluster TIMEOUT 120 LABELS integration
+        COMMAND bash ${deploy_dir}/test_local_cluster.sh ${PROJECT_SOURCE_DIR}
+                $<TARGET_FILE:herald> $<TARGET_FILE:herald-loadgen>)
+endif()
