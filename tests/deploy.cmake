@@ -53,3 +53,10 @@ if(TARGET herald-loadgen)
         COMMAND bash ${deploy_dir}/test_local_cluster.sh ${PROJECT_SOURCE_DIR}
                 $<TARGET_FILE:herald> $<TARGET_FILE:herald-loadgen>)
 endif()
+
+# deploy/Dockerfile and deploy/compose.yaml, without a Docker engine (none runs here): the
+# compose file parsed and cross-checked with the files it mounts (haproxy -c, herald
+# --check-config, Grafana provisioning), the Dockerfile's stages, user and runtime libraries
+# against the built herald, and the entrypoint run for real. The image is never built here.
+herald_deploy_test(deploy_compose_files TIMEOUT 60 LABELS unit
+    COMMAND ${PYTHON3} ${deploy_dir}/check_compose.py $<TARGET_FILE:herald> ${PROJECT_SOURCE_DIR})

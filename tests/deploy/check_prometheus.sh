@@ -23,7 +23,7 @@ for rules in "$src"/dashboards/herald-alerts*.yml; do
 done
 
 echo "scratch-key" >"$work/key"
-for config in "$src/dashboards/prometheus-scrape.yml"; do
+for config in "$src/dashboards/prometheus-scrape.yml" "$src/deploy/compose/prometheus.yml"; do
     [ -f "$config" ] || fail "$config is missing"
     sed -e "s#/etc/prometheus/rules/#$src/dashboards/#g" \
         -e "s#/etc/prometheus/secrets/herald-admin-key#$work/key#g" \
