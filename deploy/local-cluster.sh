@@ -14,10 +14,10 @@
 #   --base-port P      fixed ports: HAProxy (clients) P, HAProxy stats P+1, Prometheus P+2,
 #                      Redis P+3, node i clients P+10+2i and admin P+11+2i. Default: ports
 #                      the kernel picks free, printed by up and kept in cluster.env.
-#   --engine E         memory (default) or redis; see "The Redis engine" below
+#   --engine E         redis (default) or memory; see "The engine" below
 #   --io-threads N     IO loops per node, 1..64 (default 1)
 #   --insecure         nodes accept clients without checking tokens (demos only)
-#   --no-redis         do not start redis-server (engine memory only)
+#   --no-redis         do not start redis-server (with --engine memory only)
 #   --herald PATH      the herald binary (default: $HERALD_BIN, then build/release,
 #                      build/dev in this repo, then herald on PATH)
 #   --run-dir DIR      where PIDs, logs, configs and keys go
@@ -48,13 +48,10 @@ die() { echo "$prog: $*" >&2; exit 1; }
 bad_usage() { echo "$prog: $* (see --help)" >&2; exit 2; }
 is_uint() { [[ "$1" =~ ^[0-9]{1,6}$ ]]; }
 
-# --- The Redis engine: the one place to change once herald has it ---------------------------
-# Until the Redis engine lands, herald refuses `type = redis`, and every node runs the memory
-# engine: independent nodes behind one HAProxy, a message published on one node reaching only
-# that node's clients. redis-server is started all the same, so the topology is complete.
-# Once herald has the engine: make `redis` the default of --engine (in the arguments at the
-# bottom), check the key below against `herald --help` ([engine] redis = host:port[,...]),
-# and drop the groups:K advice that `up` prints for herald-loadgen.
+# --- The engine ------------------------------------------------------------------------------
+# redis (the default): the nodes share channels, offsets, history and presence through the
+# cluster's redis-server, so a message published on any node reaches every subscriber behind
+# HAProxy. memory: independent nodes, a message reaching only its own node's clients.
 engine_section() {
     if [ "$engine" = redis ]; then
         printf '[engine]\ntype = redis\nredis = 127.0.0.1:%s\n' "$redis_port"
@@ -328,7 +325,7 @@ EOF
 }
 
 # Prometheus scraping every node's /metrics with the admin key (Bearer, from a file) and
-# evaluating dashboards/herald-alerts.yml, the same rules operators install.
+# evaluating dashboards/herald-alerts*.yml, the same rules operators install.
 start_prometheus() {
     local i targets=""
     command -v prometheus >/dev/null || die "prometheus not found (apt-get install prometheus)"
@@ -341,6 +338,7 @@ global:
   evaluation_interval: $scrape_interval
 rule_files:
   - $here/dashboards/herald-alerts.yml
+  - $here/dashboards/herald-alerts-redis.yml
 scrape_configs:
   - job_name: herald
     metrics_path: /metrics
@@ -396,17 +394,16 @@ print_up() {
     echo "  Grafana:                 not in Debian; import dashboards/herald-grafana.json into a Grafana"
     echo "                           whose Prometheus data source is http://127.0.0.1:$prometheus_port"
     echo "Keys (and these addresses) for your shell:  . $run_dir/cluster.env"
+    local auth="--secret \"\$CLUSTER_TOKEN_SECRET\"" load="--pattern broadcast --idle-shared"
+    [ "$insecure" = true ] && auth="--insecure"
+    # Independent memory-engine nodes: each publisher needs its subscribers on its own node.
+    [ "$engine" = memory ] && [ "$nodes" -gt 1 ] && load="--pattern groups:10"
     echo "Load through HAProxy (30 s, 1000 idle + 10 publishing clients):"
     echo "  $lg --port $lb_port \\"
-    if [ "$insecure" = true ]; then
-        echo "      --insecure --idle 1000 --active 10 --pattern groups:10 --total-rate 100 --duration 30"
-    else
-        echo "      --secret \"\$CLUSTER_TOKEN_SECRET\" --idle 1000 --active 10 --pattern groups:10 --total-rate 100 --duration 30"
-    fi
+    echo "      $auth --idle 1000 --active 10 $load --total-rate 100 --duration 30"
     if [ "$engine" = memory ] && [ "$nodes" -gt 1 ]; then
         echo "  (engine memory: the nodes are independent, so each publisher must have its"
-        echo "   subscribers on its own node: groups:K with K = --active and no --idle-shared."
-        echo "   broadcast and per-user across nodes need the Redis engine.)"
+        echo "   subscribers on its own node: groups:K with K = --active and no --idle-shared.)"
     fi
     echo "Stop: $0 down${run_dir_flag}"
 }
@@ -478,7 +475,7 @@ esac
 
 nodes=2
 base_port=""
-engine=memory
+engine=redis
 io_threads=1
 insecure=false
 with_redis=1

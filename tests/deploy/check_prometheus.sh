@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # check_prometheus: promtool accepts the Prometheus files in dashboards/ and deploy/.
 #
-#   1. `promtool check rules` on every rules file, the Redis engine's pending ones included.
+#   1. `promtool check rules` on every rules file, the Redis engine's included.
 #   2. `promtool check config` on dashboards/prometheus-scrape.yml and on the compose
 #      stack's deploy/compose/prometheus.yml. promtool insists that the rule files and the
 #      key file they name exist, at their installed paths; the check runs on copies whose
