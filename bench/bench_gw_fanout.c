@@ -30,6 +30,10 @@
  *               so both sides see the same process and the same minute of the machine
  *               (bench_gw_fanout_history.c). At most 480 s of slices (2 x --slices x
  *               --slice-ms), so that a run with its drains and setup stays under 10 minutes.
+ *   cluster     issue 18's Redis engine against the memory engine: one node (memory engine,
+ *               two IO loops) against two nodes sharing the channel through redis-server (one
+ *               IO loop each, half the fleet on each), a throughput and a latency run per side
+ *               and round, --rounds rounds (bench_gw_fanout_cluster.c). About a minute a round.
  *
  * --history-rules R: herald keeps history as R says in every herald run (default: no
  * history); in history mode R is the "on" side's rule.
@@ -47,7 +51,8 @@
  * (varint length, Push offset and payload; RESP by its known shape), not through protobuf-c
  * or hiredis: at millions of frames a second the load generator must not be the bottleneck.
  *
- * Usage: bench_gw_fanout [--mode all|throughput|redis|latency|latency-redis|history|history-mixed]
+ * Usage: bench_gw_fanout [--mode all|throughput|redis|latency|latency-redis|history|history-mixed|
+ *                                cluster]
  *        [--subs N] [--payload B (>= 16)] [--seconds S] [--window W] [--rate R]
  *        [--latency-seconds S] [--fleet-nice N] [--pin-io] [--history-rules R] [--rounds N]
  *        [--slices N] [--slice-ms MS] [--herald PATH] [--redis-server PATH]
@@ -397,11 +402,18 @@ int fan_connect_port(uint16_t port)
 
 /* --- one throughput run ------------------------------------------------------------------- */
 
-/* Publishes under the window for seconds, then drains; prints the figure and gives it in
- * *rate_out (may be NULL). Returns: 0 on zero loss, -1 otherwise. */
-static int throughput_loop(const opts_t *o, const char *name, test_fleet_t *fl, run_t *r,
-                           publisher_t *pub, test_fleet_raw_cb raw, pid_t server, double *rate_out,
-                           double *cpu_out)
+/* The CPU time of all of servers[0..n), in ns. */
+static uint64_t servers_cpu_ns(const pid_t *servers, size_t n)
+{
+    uint64_t sum = 0;
+    for (size_t i = 0; i < n; i++)
+        sum += fan_proc_cpu_ns(servers[i]);
+    return sum;
+}
+
+int fan_throughput_loop(const opts_t *o, const char *name, test_fleet_t *fl, run_t *r,
+                        publisher_t *pub, test_fleet_raw_cb raw, const pid_t *servers,
+                        size_t n_servers, double *rate_out, double *cpu_out)
 {
     uint64_t n = r->n;
     uint64_t t_start = fan_now_ns();
@@ -415,7 +427,7 @@ static int throughput_loop(const opts_t *o, const char *name, test_fleet_t *fl, 
         if (!t_warm_real && t >= t_warm) {
             t_warm_real = t;
             d_warm = r->delivered;
-            cpu_warm = fan_proc_cpu_ns(server);
+            cpu_warm = servers_cpu_ns(servers, n_servers);
         }
         if (t >= t_end)
             break;
@@ -427,7 +439,7 @@ static int throughput_loop(const opts_t *o, const char *name, test_fleet_t *fl, 
     }
     uint64_t t_stop = fan_now_ns();
     uint64_t d_stop = r->delivered;
-    uint64_t cpu_stop = fan_proc_cpu_ns(server);
+    uint64_t cpu_stop = servers_cpu_ns(servers, n_servers);
     uint64_t drain_until = t_stop + (uint64_t)DRAIN_MS * 1000000ull;
     while (r->delivered < pub->sent * n && fan_now_ns() < drain_until) {
         test_fleet_poll_raw(fl, 10, raw, r);
@@ -444,7 +456,9 @@ static int throughput_loop(const opts_t *o, const char *name, test_fleet_t *fl, 
            rate, rate / (double)n, is_complete ? "zero loss" : "FAILED",
            (unsigned long long)r->delivered, (unsigned long long)(pub->sent * n),
            (unsigned long long)r->lost, (unsigned long long)r->other);
-    printf("  server CPU (all its threads, warm-up left out): %.1f ns per delivery\n", cpu);
+    printf("  server CPU (all threads of %zu process%s, warm-up left out): %.1f ns per "
+           "delivery\n",
+           n_servers, n_servers == 1 ? "" : "es", cpu);
     if (rate_out)
         *rate_out = rate;
     if (cpu_out)
@@ -468,7 +482,9 @@ test_herald_t *fan_start_herald(const opts_t *o, const char *io_threads, int cpu
                           "1m",         "--connect-timeout",
                           "10m",        NULL,
                           NULL,         NULL,
-                          NULL,         NULL};
+                          NULL,         NULL,
+                          NULL,         NULL,
+                          NULL};
     size_t at = 0; /* the first free slot; the last one stays NULL */
     while (args[at])
         at++;
@@ -477,6 +493,12 @@ test_herald_t *fan_start_herald(const opts_t *o, const char *io_threads, int cpu
     if (history_rules && history_rules[0]) {
         args[at++] = "--history-rules";
         args[at++] = history_rules;
+    }
+    if (o->redis_engine) {
+        args[at++] = "--engine";
+        args[at++] = "redis";
+        args[at++] = "--redis";
+        args[at++] = o->redis_engine;
     }
     test_herald_opts_t ho = {.args = args, .cpu = cpu};
     test_herald_t *h = NULL;
@@ -542,7 +564,7 @@ int fan_run_herald_throughput(const opts_t *o, const char *history_rules, double
         char name[320];
         snprintf(name, sizeof(name), "herald (io_threads=1, CPU 0, history %s)",
                  history_rules && history_rules[0] ? history_rules : "off");
-        rc = throughput_loop(o, name, fl, &r, &pub, fan_herald_raw, h->pid, rate, cpu_ns);
+        rc = fan_throughput_loop(o, name, fl, &r, &pub, fan_herald_raw, &h->pid, 1, rate, cpu_ns);
         free(pub.buf);
         fan_print_history_metrics(h);
     }
@@ -670,8 +692,8 @@ static int run_redis_throughput(const opts_t *o)
     if (fd >= 0) {
         publisher_t pub;
         fan_publisher_init(&pub, fd, true, o->payload);
-        rc = throughput_loop(o, "redis-server (CPU 0)", fl, &r, &pub, fan_redis_raw, pid, NULL,
-                             NULL);
+        rc = fan_throughput_loop(o, "redis-server (CPU 0)", fl, &r, &pub, fan_redis_raw, &pid, 1,
+                                 NULL, NULL);
         free(pub.buf);
         close(fd);
     }
@@ -752,8 +774,8 @@ static void parse_opts(int argc, char **argv, opts_t *o)
             exit(2);
         }
     }
-    static const char *const modes[] = {"all",           "throughput", "redis",        "latency",
-                                        "latency-redis", "history",    "history-mixed"};
+    static const char *const modes[] = {"all",           "throughput", "redis",         "latency",
+                                        "latency-redis", "history",    "history-mixed", "cluster"};
     bool is_mode = false;
     for (size_t i = 0; i < sizeof(modes) / sizeof(modes[0]); i++)
         is_mode = is_mode || strcmp(o->mode, modes[i]) == 0;
@@ -803,6 +825,10 @@ int main(int argc, char **argv)
     if (strcmp(o.mode, "history-mixed") == 0) {
         pin_self(1);
         failed += fan_run_history_mixed(&o) != 0;
+    }
+    if (strcmp(o.mode, "cluster") == 0) {
+        unpin_self();
+        failed += fan_run_cluster(&o) != 0;
     }
     bool is_latency = is_all || strcmp(o.mode, "latency") == 0;
     if (is_latency || strcmp(o.mode, "latency-redis") == 0) {

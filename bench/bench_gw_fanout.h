@@ -35,6 +35,7 @@ typedef struct opts_s {
     int slice_ms;            /* history-mixed mode: one slice's publishing time */
     char history_rules[256]; /* herald's --history-rules ("": none; history mode: its "on") */
     char redis[256];
+    const char *redis_engine; /* herald runs [engine] redis with these servers (NULL: memory) */
 } opts_t;
 
 /* The run's shared state: per-subscriber expectations and the counters. */
@@ -102,6 +103,15 @@ int fan_redis_down(pid_t pid);
 /* The subscriber fleet SUBSCRIBEd to Redis's "fan". */
 test_fleet_t *fan_redis_fleet(const opts_t *o, uint16_t port, run_t *r);
 
+/* Publishes through pub under the window (--window messages in flight across the fleet) for
+ * --seconds, then drains; prints the figure under name; *rate_out gets deliveries/s after a
+ * one-second warm-up and *cpu_out the servers' CPU ns per delivery, all n_servers processes
+ * together (either may be NULL).
+ * Returns: 0 on zero loss, -1 otherwise. */
+int fan_throughput_loop(const opts_t *o, const char *name, test_fleet_t *fl, run_t *r,
+                        publisher_t *pub, test_fleet_raw_cb raw, const pid_t *servers,
+                        size_t n_servers, double *rate_out, double *cpu_out);
+
 /* One herald throughput run (io_threads 1 on CPU 0), keeping history as history_rules say
  * (NULL: none); *rate and *cpu_ns (herald's CPU per delivery; either may be NULL) get the
  * figures.
@@ -111,6 +121,10 @@ int fan_run_herald_throughput(const opts_t *o, const char *history_rules, double
 /* Prints what the history held (herald_history_* from /metrics) on one line. */
 void fan_print_history_metrics(const test_herald_t *h);
 
+/* Prints v[0..n) (1 <= n <= 2 * MAX_SLICES) divided by div as "median [min-max]" with
+ * decimals digits. Returns the median (not divided). */
+double fan_print_spread(const double *v, int n, double div, int decimals);
+
 /* bench_gw_fanout_history.c: the history modes. Return 0, or -1 on loss or failure. */
 int fan_run_history(const opts_t *o);
 int fan_run_history_mixed(const opts_t *o);
@@ -118,5 +132,15 @@ int fan_run_history_mixed(const opts_t *o);
 /* bench_gw_fanout_latency.c: the latency modes. Return 0, or -1 on loss or failure. */
 int fan_run_herald_latency(const opts_t *o);
 int fan_run_redis_latency(const opts_t *o);
+/* Publishes --rate stamped messages a second for --latency-seconds at --fleet-nice, then gives
+ * the last ones up to 10 s to arrive. Returns: the number sent, or -1 when a send failed. */
+int64_t fan_latency_loop(const opts_t *o, test_fleet_t *fl, run_t *r, publisher_t *pub,
+                         test_fleet_raw_cb raw);
+/* Prints one latency block under name. Returns: 0 when every subscriber got every message in
+ * order (zero loss), -1 otherwise. */
+int fan_print_latency(const opts_t *o, const char *name, const run_t *r, uint64_t sent);
+
+/* bench_gw_fanout_cluster.c: issue 18's cluster mode. Returns 0, or -1 on loss or failure. */
+int fan_run_cluster(const opts_t *o);
 
 #endif

@@ -34,9 +34,7 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* Prints v[0..n) (n >= 1) divided by div as "median [min-max]" with decimals digits.
- * Returns the median (not divided). */
-static double print_spread(const double *v, int n, double div, int decimals)
+double fan_print_spread(const double *v, int n, double div, int decimals)
 {
     double sorted[2 * MAX_SLICES];
     memcpy(sorted, v, (size_t)n * sizeof(*v));
@@ -72,17 +70,17 @@ int fan_run_history(const opts_t *o)
     printf("history: %d pairs, %zu subscribers, %zu-byte payload, %d s runs, herald io_threads=1 "
            "on CPU 0; median [min-max]\n  M deliveries/s: history off ",
            o->rounds, o->subs, o->payload, o->seconds);
-    print_spread(rate[1], o->rounds, 1e6, 2);
+    fan_print_spread(rate[1], o->rounds, 1e6, 2);
     printf(", on (%s) ", on);
-    print_spread(rate[0], o->rounds, 1e6, 2);
+    fan_print_spread(rate[0], o->rounds, 1e6, 2);
     printf("; on/off per pair ");
-    double ratio_med = print_spread(ratio[0], o->rounds, 1, 3);
+    double ratio_med = fan_print_spread(ratio[0], o->rounds, 1, 3);
     printf("\n  herald CPU ns per delivery: history off ");
-    print_spread(cpu[1], o->rounds, 1, 1);
+    fan_print_spread(cpu[1], o->rounds, 1, 1);
     printf(", on ");
-    print_spread(cpu[0], o->rounds, 1, 1);
+    fan_print_spread(cpu[0], o->rounds, 1, 1);
     printf("; on/off per pair ");
-    print_spread(ratio[1], o->rounds, 1, 3);
+    fan_print_spread(ratio[1], o->rounds, 1, 3);
     printf("\n  history costs %.1f%% of the broadcast rate (median pair; target < 10%%); loss "
            "check: %s\n",
            (1 - ratio_med) * 100, failed ? "FAILED in some run" : "zero loss in every run");
@@ -182,11 +180,11 @@ static void mixed_print(const mixed_t *m, const char *what, const double v[2][MA
     for (int k = 0; k < n; k++)
         ratio[k] = v[1][k] > 0 ? v[0][k] / v[1][k] : 0;
     printf("  %s: history on ", what);
-    print_spread(v[0], n, div, decimals);
+    fan_print_spread(v[0], n, div, decimals);
     printf(", off ");
-    print_spread(v[1], n, div, decimals);
+    fan_print_spread(v[1], n, div, decimals);
     printf("; on/off per pair ");
-    print_spread(ratio, n, 1, 3);
+    fan_print_spread(ratio, n, 1, 3);
     printf("; all slices together %.3f\n", all_off > 0 ? all_on / all_off : 0);
 }
 

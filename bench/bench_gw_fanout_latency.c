@@ -72,9 +72,8 @@ static int64_t latency_measure(const opts_t *o, test_fleet_t *fl, run_t *r, publ
     return (int64_t)pub->sent;
 }
 
-/* latency_measure at --fleet-nice. */
-static int64_t latency_loop(const opts_t *o, test_fleet_t *fl, run_t *r, publisher_t *pub,
-                            test_fleet_raw_cb raw)
+int64_t fan_latency_loop(const opts_t *o, test_fleet_t *fl, run_t *r, publisher_t *pub,
+                         test_fleet_raw_cb raw)
 {
     /* Linux keeps nice per thread: who 0 is this thread only, not the server processes. */
     errno = 0;
@@ -101,9 +100,7 @@ static void print_hist_ms(const char *what, const nl_hist_t *h)
            (double)s.max / 1000.0);
 }
 
-/* Prints one server's latency block. Returns: 0 when every subscriber got every message in
- * order (zero loss), -1 otherwise. */
-static int print_latency(const opts_t *o, const char *name, const run_t *r, uint64_t sent)
+int fan_print_latency(const opts_t *o, const char *name, const run_t *r, uint64_t sent)
 {
     uint64_t want = sent * r->n;
     bool is_complete = r->delivered == want && r->lost == 0 && r->other == 0 &&
@@ -142,12 +139,12 @@ int fan_run_herald_latency(const opts_t *o)
     if (rc == 0) {
         publisher_t pub;
         fan_publisher_init(&pub, c.fd, false, o->payload);
-        int64_t sent = latency_loop(o, fl, &r, &pub, fan_herald_raw);
+        int64_t sent = fan_latency_loop(o, fl, &r, &pub, fan_herald_raw);
         rc = sent < 0 ? -1
-                      : print_latency(o,
-                                      o->is_pin_io ? "herald io_threads=2, pin_io_threads"
-                                                   : "herald io_threads=2, unpinned",
-                                      &r, (uint64_t)sent);
+                      : fan_print_latency(o,
+                                          o->is_pin_io ? "herald io_threads=2, pin_io_threads"
+                                                       : "herald io_threads=2, unpinned",
+                                          &r, (uint64_t)sent);
         printf("  herald's own publish-to-flush p99 <= %.1f ms\n",
                herald_p99_flush(h->admin_port) * 1000.0);
         free(pub.buf);
@@ -184,9 +181,9 @@ int fan_run_redis_latency(const opts_t *o)
     if (fd >= 0) {
         publisher_t pub;
         fan_publisher_init(&pub, fd, true, o->payload);
-        int64_t sent = latency_loop(o, fl, &r, &pub, fan_redis_raw);
+        int64_t sent = fan_latency_loop(o, fl, &r, &pub, fan_redis_raw);
         if (sent >= 0)
-            rc = print_latency(o, "redis-server single-threaded, unpinned", &r, (uint64_t)sent);
+            rc = fan_print_latency(o, "redis-server single-threaded, unpinned", &r, (uint64_t)sent);
         free(pub.buf);
         close(fd);
     }

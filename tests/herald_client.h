@@ -198,6 +198,11 @@ uint64_t test_fleet_rx_time_ns(const test_fleet_t *fl);
  * Returns: 0; -ETIMEDOUT; the first connect error. Thread: the fleet's. */
 int test_fleet_open(test_fleet_t *fl, uint16_t port, size_t in_flight, int timeout_ms);
 
+/* As test_fleet_open, slot i connecting to 127.0.0.1:ports[i % n_ports] (n_ports >= 1): a
+ * fleet spread over several herald nodes. */
+int test_fleet_open_ports(test_fleet_t *fl, const uint16_t *ports, size_t n_ports, size_t in_flight,
+                          int timeout_ms);
+
 /* Starts a non-blocking connect of slot i (never opened, or closed) to 127.0.0.1:port, while
  * the other slots keep running: for reconnects, one at a time. Frames and bytes may be queued
  * on the slot at once (test_fleet_send, test_fleet_send_raw); they leave when a later poll

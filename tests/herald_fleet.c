@@ -469,8 +469,14 @@ int test_fleet_connect(test_fleet_t *fl, size_t i, uint16_t port)
 
 int test_fleet_open(test_fleet_t *fl, uint16_t port, size_t in_flight, int timeout_ms)
 {
+    return test_fleet_open_ports(fl, &port, 1, in_flight, timeout_ms);
+}
+
+int test_fleet_open_ports(test_fleet_t *fl, const uint16_t *ports, size_t n_ports, size_t in_flight,
+                          int timeout_ms)
+{
     int64_t deadline = now_ms() + timeout_ms;
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port)};
+    struct sockaddr_in sa = {.sin_family = AF_INET};
     sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     if (!in_flight)
         in_flight = 256;
@@ -478,6 +484,7 @@ int test_fleet_open(test_fleet_t *fl, uint16_t port, size_t in_flight, int timeo
     size_t done = 0;
     while (done < fl->n) {
         while (started < fl->n && started - done < in_flight) {
+            sa.sin_port = htons(ports[started % n_ports]);
             int rc = start_connect(fl, started++, &sa);
             if (rc < 0) {
                 snprintf(fl->what, sizeof(fl->what), "connect %zu: %s", started - 1, strerror(-rc));
