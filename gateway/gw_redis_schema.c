@@ -14,6 +14,9 @@
 #define STR_(x) #x
 #define STR(x) STR_(x)
 
+/* GW_REDIS_META_TTL_MS as a string literal, for the Lua below. */
+#define META_TTL_MS STR(GW_REDIS_META_TTL_MS)
+
 const char gw_redis_functions[] =
     "#!lua name=herald\n"
     "local function epoch_of(meta, candidate)\n"
@@ -39,29 +42,19 @@ const char gw_redis_functions[] =
     "  if keep > 0 then\n"
     "    redis.call('XADD', hist, 'MAXLEN', '~', keep, off .. '-0', 'p', payload, 't', ms)\n"
     "    if age_ms > 0 then redis.call('PEXPIRE', hist, age_ms)\n"
-    "    else redis.call('PEXPIRE', hist, " STR(
-        GW_REDIS_META_TTL_MS) ") end\n"
-                              "  end\n"
-                              "  redis.call('PEXPIRE', meta, " STR(
-                                  GW_REDIS_META_TTL_MS) ")\n"
-                                                        "  redis.call('PUBLISH', '" GW_REDIS_PREFIX
-                                                        "' .. chan,\n"
-                                                        "             '\\0H1 ' .. off .. ' ' .. e "
-                                                        ".. ' ' .. ms .. '\\n' .. payload)\n"
-                                                        "  return {off, e, ms}\n"
-                                                        "end)\n"
-                                                        "redis.register_function('herald_join', "
-                                                        "function(keys, args)\n"
-                                                        "  local meta = keys[1]\n"
-                                                        "  local e = epoch_of(meta, args[1])\n"
-                                                        "  redis.call('PEXPIRE', meta, " STR(
-                                                            GW_REDIS_META_TTL_MS) ")\n"
-                                                                                  "  return "
-                                                                                  "{tonumber(redis."
-                                                                                  "call('HGET', "
-                                                                                  "meta, 'o') or "
-                                                                                  "'0'), e}\n"
-                                                                                  "end)\n";
+    "    else redis.call('PEXPIRE', hist, " META_TTL_MS ") end\n"
+    "  end\n"
+    "  redis.call('PEXPIRE', meta, " META_TTL_MS ")\n"
+    "  redis.call('PUBLISH', '" GW_REDIS_PREFIX "' .. chan,\n"
+    "             '\\0H1 ' .. off .. ' ' .. e .. ' ' .. ms .. '\\n' .. payload)\n"
+    "  return {off, e, ms}\n"
+    "end)\n"
+    "redis.register_function('herald_join', function(keys, args)\n"
+    "  local meta = keys[1]\n"
+    "  local e = epoch_of(meta, args[1])\n"
+    "  redis.call('PEXPIRE', meta, " META_TTL_MS ")\n"
+    "  return {tonumber(redis.call('HGET', meta, 'o') or '0'), e}\n"
+    "end)\n";
 
 /* Reads a decimal number ending at stop; advances *p past stop. */
 static bool read_uint(const char **p, const char *end, char stop, uint64_t *out)
