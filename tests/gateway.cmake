@@ -6,6 +6,7 @@ if(TARGET gateway_core)
 
     herald_unit(test_gw_channel_name LIBS gateway_core LABELS unit)
     herald_unit(test_gw_config LIBS gateway_core LABELS unit)
+    herald_unit(test_gw_config_reload LIBS gateway_core LABELS unit)
     herald_unit(test_gw_token LIBS gateway_core OpenSSL::Crypto PkgConfig::GW_TEST_JANSSON
                 LABELS unit)
     herald_unit(test_gw_metrics LIBS gateway_core PkgConfig::GW_TEST_JANSSON LABELS unit)
