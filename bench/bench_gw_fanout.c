@@ -510,14 +510,18 @@ test_herald_t *fan_start_herald(const opts_t *o, const char *io_threads, int cpu
     return h;
 }
 
-/* Connects, authenticates and subscribes the fleet to herald's "fan"; sets r->next and r->fl. */
 test_fleet_t *fan_herald_fleet(const opts_t *o, const test_herald_t *h, run_t *r)
+{
+    return fan_herald_fleet_on(o, &h->port, 1, r);
+}
+
+test_fleet_t *fan_herald_fleet_on(const opts_t *o, const uint16_t *ports, size_t n_ports, run_t *r)
 {
     test_fleet_t *fl = NULL;
     if (test_fleet_new(&fl, o->subs) != 0)
         return NULL;
     test_fleet_set_rx_timestamps(fl, r->lat_us != NULL);
-    int rc = test_fleet_open(fl, h->port, 256, SETUP_MS);
+    int rc = test_fleet_open_ports(fl, ports, n_ports, 256, SETUP_MS);
     if (rc == 0)
         rc = test_fleet_hello_all(fl, "sub", NULL, NULL, SETUP_MS);
     if (rc == 0)

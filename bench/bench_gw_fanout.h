@@ -95,8 +95,11 @@ int fan_connect_port(uint16_t port);
  * history as history_rules say (NULL or "": no channel keeps any). */
 test_herald_t *fan_start_herald(const opts_t *o, const char *io_threads, int cpu,
                                 const char *history_rules);
-/* The subscriber fleet on herald's "fan", connected, authenticated and subscribed. */
+/* The subscriber fleet on herald's "fan", connected, authenticated and subscribed; sets
+ * r->next (the next offset each subscriber expects) and r->fl. */
 test_fleet_t *fan_herald_fleet(const opts_t *o, const test_herald_t *h, run_t *r);
+/* The same, connection i to 127.0.0.1:ports[i % n_ports]: a fleet over several nodes. */
+test_fleet_t *fan_herald_fleet_on(const opts_t *o, const uint16_t *ports, size_t n_ports, run_t *r);
 /* redis-server on a free port (pinned to cpu unless -1): its pid, or <= 0. */
 pid_t fan_redis_up(const opts_t *o, int cpu, uint16_t *port);
 int fan_redis_down(pid_t pid);

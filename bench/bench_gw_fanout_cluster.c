@@ -27,7 +27,6 @@
 #include "netlib/nl_hist.h"
 
 #define CLUSTER_NODES 2
-#define SETUP_MS 300000
 #define READY_MS 20000
 
 /* One side's running servers. */
@@ -108,29 +107,6 @@ static int servers_up(const opts_t *o, bool is_redis, servers_t *s)
     return 0;
 }
 
-/* The subscriber fleet on "fan", its connections spread over the side's nodes. */
-static test_fleet_t *fleet_up(const opts_t *o, const servers_t *s, run_t *r)
-{
-    test_fleet_t *fl = NULL;
-    if (test_fleet_new(&fl, o->subs) != 0)
-        return NULL;
-    test_fleet_set_rx_timestamps(fl, r->lat_us != NULL);
-    int rc = test_fleet_open_ports(fl, s->ports, s->n_nodes, 256, SETUP_MS);
-    if (rc == 0)
-        rc = test_fleet_hello_all(fl, "sub", NULL, NULL, SETUP_MS);
-    if (rc == 0)
-        rc = test_fleet_subscribe_all(fl, "fan", r->next, NULL, NULL, SETUP_MS);
-    if (rc != 0) {
-        fprintf(stderr, "fleet setup: %s (%s)\n", strerror(-rc), test_fleet_what(fl));
-        test_fleet_free(fl);
-        return NULL;
-    }
-    for (size_t i = 0; i < r->n; i++)
-        r->next[i]++;
-    r->fl = fl;
-    return fl;
-}
-
 /* One throughput run and one latency run of a side; fills round k of its figures. */
 static int run_side(const opts_t *o, side_t *side, int k)
 {
@@ -139,7 +115,7 @@ static int run_side(const opts_t *o, side_t *side, int k)
         return -1;
     int rc = -1;
     run_t r = {.n = o->subs, .payload = o->payload, .next = calloc(o->subs, sizeof(uint64_t))};
-    test_fleet_t *fl = fleet_up(o, &s, &r);
+    test_fleet_t *fl = fan_herald_fleet_on(o, s.ports, s.n_nodes, &r);
     test_client_t c = {.fd = -1};
     if (fl && test_client_auth(&c, s.ports[0], "pub", 10000) == 0) {
         publisher_t pub;
@@ -161,7 +137,7 @@ static int run_side(const opts_t *o, side_t *side, int k)
                 .next = calloc(o->subs, sizeof(uint64_t)),
                 .lat_us = &lat,
                 .arrive_us = &arrive};
-    fl = rc == 0 ? fleet_up(o, &s, &rl) : NULL;
+    fl = rc == 0 ? fan_herald_fleet_on(o, s.ports, s.n_nodes, &rl) : NULL;
     c.fd = -1;
     rc = -1;
     if (fl && test_client_auth(&c, s.ports[0], "pub", 10000) == 0) {

@@ -327,9 +327,8 @@ static bool session_take_token(gw_loop_t *lp, gw_session_t *s, uint32_t *retry_a
 static void session_on_published(const gw_engine_reply_t *r, const gw_engine_result_t *res)
 {
     gw_loop_t *lp = gw_loop_current();
-    nl_conn_t *c = nl_conn_lookup(lp->loop, r->u64[0]);
-    gw_session_t *s = c ? nl_conn_data(c) : NULL;
-    if (!s || s->state != GW_SESSION_AUTHENTICATED)
+    gw_session_t *s = gw_session_lookup(lp->loop, r->u64[0], GW_SESSION_AUTHENTICATED);
+    if (!s)
         return; /* gone or closing meanwhile */
     if (res->status < 0) {
         /* BUSY: the engine's queue toward Redis is full; retry shortly. */

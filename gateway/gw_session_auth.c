@@ -226,12 +226,12 @@ static void auth_done(void *arg, int status)
 {
     auth_req_t *req = arg;
     gw_loop_t *lp = gw_loop_current();
-    nl_conn_t *c = nl_conn_lookup(req->loop, req->conn_id);
-    gw_session_t *s = c ? nl_conn_data(c) : NULL;
-    if (!s || s->state != GW_SESSION_AUTHENTICATING) {
+    gw_session_t *s = gw_session_lookup(req->loop, req->conn_id, GW_SESSION_AUTHENTICATING);
+    if (!s) {
         auth_req_free(req); /* closed (or closing) meanwhile */
         return;
     }
+    nl_conn_t *c = s->conn;
     if (status < 0) {
         /* The pool was shut down before the work ran: the node is stopping. */
         auth_defer(lp, s, req->frame_id, GW_PERR_BUSY);

@@ -116,6 +116,15 @@ static inline gw_session_t *gw_session_of_key(gw_chankey_t *k)
     return (gw_session_t *)((char *)k - offsetof(gw_session_t, user_key));
 }
 
+/* The session of connection conn_id on loop when it is still in state (an answer coming back
+ * from the engine or the worker pool), or NULL: closed, or moved on meanwhile. */
+static inline gw_session_t *gw_session_lookup(nl_loop_t *loop, uint64_t conn_id, uint8_t state)
+{
+    nl_conn_t *c = nl_conn_lookup(loop, conn_id);
+    gw_session_t *s = c ? nl_conn_data(c) : NULL;
+    return s && s->state == state ? s : NULL;
+}
+
 /* Sends f on s's connection, counted in frames_out. Returns 0 or a negative errno (the
  * connection then closes by itself on a write error). -ENOBUFS, the output at its hard cap
  * because the client does not read, closes it as a slow consumer. */

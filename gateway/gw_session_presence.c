@@ -273,9 +273,8 @@ uint32_t gw_session_presence_sub_count(const gw_loop_t *lp, const gw_session_t *
 static void presence_on_answer(const gw_engine_reply_t *r, const gw_engine_result_t *res)
 {
     gw_loop_t *lp = gw_loop_current();
-    nl_conn_t *c = nl_conn_lookup(lp->loop, r->u64[0]);
-    gw_session_t *s = c ? nl_conn_data(c) : NULL;
-    if (!s || s->state != GW_SESSION_AUTHENTICATED)
+    gw_session_t *s = gw_session_lookup(lp->loop, r->u64[0], GW_SESSION_AUTHENTICATED);
+    if (!s)
         return; /* gone or closing meanwhile */
     if (res->status < 0) {
         gw_session_error(lp, s, r->u64[1], GW_PERR_INTERNAL, 0);

@@ -159,9 +159,8 @@ static void recover_on_history(const gw_engine_reply_t *r, const gw_engine_resul
         return; /* withdrawn; a later request's answer is still to come if any */
     uint64_t req_id = rec->req_id;
     rec_free(lp, rec);
-    nl_conn_t *c = nl_conn_lookup(lp->loop, r->u64[0]);
-    gw_session_t *s = c ? nl_conn_data(c) : NULL;
-    if (!s || s->state != GW_SESSION_AUTHENTICATED)
+    gw_session_t *s = gw_session_lookup(lp->loop, r->u64[0], GW_SESSION_AUTHENTICATED);
+    if (!s)
         return;
     uint32_t hash = gw_sub_hash(a->chan, a->chan_len);
     gw_sub_entry_t *e = gw_sub_find(&lp->subs, a->chan, a->chan_len, hash);
