@@ -738,6 +738,9 @@ int gw_node_new(gw_node_t **out, const gw_config_t *cfg, const gw_config_source_
         gw_node_free(node);
         return err;
     }
+    /* Ready before the line that says so: whoever reads "listening" (an operator, a test's
+     * harness) may ask /readyz at once. */
+    atomic_store(&node->is_ready, true);
     if (cfg->is_insecure)
         NL_LOG(NL_WARN, "insecure_mode",
                "msg=\"tokens are NOT verified: any client may connect as any user; demos and "
@@ -745,7 +748,6 @@ int gw_node_new(gw_node_t **out, const gw_config_t *cfg, const gw_config_source_
     NL_LOG(NL_INFO, "listening", "port=%u admin_port=%u io_threads=%u pinned=%s engine=%s node=%s",
            node->port, node->admin_port, node->n_loops, node_loop_cpu(node, 0) >= 0 ? "yes" : "no",
            node->engine->ops->name, node->node_id);
-    atomic_store(&node->is_ready, true);
     *out = node;
     return 0;
 }

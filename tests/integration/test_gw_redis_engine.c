@@ -4,7 +4,8 @@
  * test picks and stopped by PID.
  *
  *   - cross-node delivery: a subscriber on node A gets what is published on node B (client and
- *     admin API), on A itself, and by a plain Redis PUBLISH (offset 0), each exactly once;
+ *     admin API), on A itself, by a plain Redis PUBLISH (offset 0) and by a backend's FCALL
+ *     herald_publish (the next offset), each exactly once;
  *   - one sequence per channel: publishers on both nodes at once, subscribers on both see the
  *     same consecutive offsets;
  *   - recovery across nodes: a client leaves A, messages go by, it comes back to B with its
@@ -196,6 +197,29 @@ static long long redis_publish(const test_redis_t *redis, const char *chan, cons
     return n;
 }
 
+/* A sequenced publish by a backend, as the README shows it: FCALL herald_publish 2
+ * herald:m:<chan> herald:h:<chan> <chan> <payload>. Returns the offset it was given and checks
+ * the epoch it reports. */
+static long long redis_fcall_publish(const test_redis_t *redis, const char *chan,
+                                     const char *payload, const char *epoch)
+{
+    struct timeval tv = {5, 0};
+    redisContext *c = redisConnectWithTimeout("127.0.0.1", redis->port, tv);
+    assert_true(c && !c->err);
+    redisReply *r = redisCommand(c, "FCALL herald_publish 2 herald:m:%s herald:h:%s %s %s", chan,
+                                 chan, chan, payload);
+    assert_non_null(r);
+    assert_int_equal(r->type, REDIS_REPLY_ARRAY);
+    assert_int_equal(r->elements, 3);
+    assert_int_equal(r->element[0]->type, REDIS_REPLY_INTEGER);
+    assert_int_equal(r->element[1]->type, REDIS_REPLY_STRING);
+    assert_string_equal(r->element[1]->str, epoch);
+    long long off = r->element[0]->integer;
+    freeReplyObject(r);
+    redisFree(c);
+    return off;
+}
+
 /* --- cross-node delivery ------------------------------------------------------------------ */
 
 static void test_gw_redis_engine_cross_node(void **state)
@@ -234,6 +258,9 @@ static void test_gw_redis_engine_cross_node(void **state)
     GW_OK(test_client_publish(&pub_b, "news", "again", 5, &off, GW_WAIT_MS), &pub_b);
     assert_int_equal(off, 4);
     expect_push(&sub, "news", 4, "again");
+    /* A backend's sequenced publish through the function library: the next offset. */
+    assert_int_equal(redis_fcall_publish(&fx->redis[0], "news", "backend", ok.epoch), 5);
+    expect_push(&sub, "news", 5, "backend");
     expect_nothing_more(&sub);
     assert_true(gw_metric(a, "herald_redis_up", NULL) == 1.0);
     assert_true(gw_metric(a, "herald_redis_unsequenced_total", NULL) == 1.0);
