@@ -27,18 +27,25 @@
 
 #define PROMETHEUS_TYPE "text/plain; version=0.0.4; charset=utf-8"
 
+/* An engine request that failed: 503 when retrying helps (Redis busy or away), else 500. */
+static void admin_respond_failure(gw_http_req_t *req, int status)
+{
+    if (status == -EBUSY)
+        gw_http_respond_error(req, 503, "busy: too many commands toward Redis, retry");
+    else if (status == -EAGAIN)
+        gw_http_respond_error(req, 503, "Redis unavailable, retry");
+    else
+        gw_http_respond_error(req, 500, nl_strerror(status));
+}
+
 /* --- publish ------------------------------------------------------------------------------ */
 
 /* On the channel's owner loop: the offset is known. r->ptr is the HTTP request. */
 static void admin_published(const gw_engine_reply_t *r, const gw_engine_result_t *res)
 {
     gw_http_req_t *req = r->ptr;
-    if (res->status == -EBUSY) {
-        gw_http_respond_error(req, 503, "busy: too many commands toward Redis, retry");
-        return;
-    }
     if (res->status < 0) {
-        gw_http_respond_error(req, 500, nl_strerror(res->status));
+        admin_respond_failure(req, res->status);
         return;
     }
     char epoch[17];
@@ -106,7 +113,7 @@ static void admin_presence_done(const gw_engine_reply_t *r, const gw_engine_resu
 {
     gw_http_req_t *req = r->ptr;
     if (res->status < 0) {
-        gw_http_respond_error(req, 500, nl_strerror(res->status));
+        admin_respond_failure(req, res->status);
         return;
     }
     const gw_presence_result_t *p = res->data;
@@ -154,7 +161,7 @@ static void admin_online_done(const gw_engine_reply_t *r, const gw_engine_result
 {
     gw_http_req_t *req = r->ptr;
     if (res->status < 0) {
-        gw_http_respond_error(req, 500, nl_strerror(res->status));
+        admin_respond_failure(req, res->status);
         return;
     }
     const gw_online_result_t *o = res->data;
@@ -178,7 +185,7 @@ static void admin_online_counts_done(const gw_engine_reply_t *r, const gw_engine
 {
     gw_http_req_t *req = r->ptr;
     if (res->status < 0) {
-        gw_http_respond_error(req, 500, nl_strerror(res->status));
+        admin_respond_failure(req, res->status);
         return;
     }
     const gw_online_counts_t *c = res->data;

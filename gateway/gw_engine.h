@@ -116,17 +116,19 @@ typedef struct gw_engine_redis_stats_s {
         const char *name; /* "host:port", alive as long as the engine */
         bool is_up;       /* connected, functions loaded */
         uint64_t pending; /* commands in flight */
+        uint64_t refused; /* commands refused: max_pending in flight already */
         uint64_t reconnects;
     } servers[GW_ENGINE_REDIS_SERVERS_MAX];
-    uint64_t delivered;       /* messages from Redis handed to the loops */
-    uint64_t lost;            /* offsets that never arrived */
-    uint64_t duplicates;      /* offsets that arrived twice */
-    uint64_t unsequenced;     /* plain PUBLISHes delivered (offset 0) */
-    uint64_t local_only;      /* publishes delivered here only, Redis down */
-    uint64_t busy;            /* publishes refused, too many commands in flight */
-    uint64_t join_timeouts;   /* subscriptions refused for want of Redis */
-    uint64_t epoch_changes;   /* channel epochs that changed under subscribers */
-    uint64_t history_fetches; /* recoveries read from Redis streams */
+    uint64_t delivered;        /* messages from Redis handed to the loops */
+    uint64_t lost;             /* offsets that never arrived */
+    uint64_t duplicates;       /* offsets that arrived twice */
+    uint64_t unsequenced;      /* plain PUBLISHes delivered (offset 0) */
+    uint64_t local_only;       /* publishes delivered here only, Redis down */
+    uint64_t busy;             /* publishes refused, too many commands in flight */
+    uint64_t join_timeouts;    /* subscriptions refused for want of Redis */
+    uint64_t epoch_changes;    /* channel epochs that changed under subscribers */
+    uint64_t history_fetches;  /* recoveries read from Redis streams */
+    uint64_t presence_dropped; /* presence and online-status writes dropped (held back too many) */
 } gw_engine_redis_stats_t;
 
 /* Engine counters, summed over its threads at scrape time. */

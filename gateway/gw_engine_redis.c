@@ -87,6 +87,7 @@ static void re_flush_all(nl_loop_t *loop, void *arg)
     redis_engine_t *re = arg;
     for (uint64_t mask = re->batch_mask; mask; mask &= mask - 1)
         re_flush_loop(re, (uint32_t)__builtin_ctzll(mask));
+    re_presence_flush(re);
 }
 
 void re_send(redis_engine_t *re, gw_msg_t *m, uint64_t mask)
@@ -396,6 +397,7 @@ static void re_loop_stats(gw_engine_t *e, uint32_t loop_index, gw_engine_stats_t
         r->servers[i].is_up = atomic_load_explicit(&sh->is_ready_atomic, memory_order_relaxed);
         r->servers[i].pending = atomic_load_explicit(&sh->pending, memory_order_relaxed);
         r->servers[i].reconnects = atomic_load_explicit(&sh->reconnects, memory_order_relaxed);
+        r->servers[i].refused = atomic_load_explicit(&sh->refused, memory_order_relaxed);
     }
     r->delivered = LOAD(delivered);
     r->lost = LOAD(lost);
@@ -406,6 +408,7 @@ static void re_loop_stats(gw_engine_t *e, uint32_t loop_index, gw_engine_stats_t
     r->join_timeouts = LOAD(join_timeouts);
     r->epoch_changes = LOAD(epoch_changes);
     r->history_fetches = LOAD(history_fetches);
+    r->presence_dropped = LOAD(presence_dropped);
 #undef LOAD
 }
 
@@ -473,9 +476,13 @@ static void re_on_tick(nl_timer_t *t, void *arg)
 {
     NL_UNUSED(t);
     redis_engine_t *re = arg;
-    for (uint32_t i = 0; i < re->n_shards; i++)
-        atomic_store_explicit(&re->shards[i].pending, gw_redis_link_pending(re->shards[i].link),
-                              memory_order_relaxed);
+    for (uint32_t i = 0; i < re->n_shards; i++) {
+        re_shard_t *sh = &re->shards[i];
+        gw_redis_link_stats_t ls;
+        gw_redis_link_get_stats(sh->link, &ls);
+        atomic_store_explicit(&sh->pending, gw_redis_link_pending(sh->link), memory_order_relaxed);
+        atomic_store_explicit(&sh->refused, ls.refused_busy, memory_order_relaxed);
+    }
     re_chans_tick(re);
     re_presence_tick(re);
 }
@@ -534,6 +541,7 @@ static void re_on_stop(nl_loop_t *loop, void *arg)
     redis_engine_t *re = arg;
     re->is_detached = true;
     re_chans_deinit(re);
+    re_presence_deinit(re);
     for (uint32_t i = 0; i < re->n_shards; i++) {
         gw_redis_sub_free(re->shards[i].sub);
         gw_redis_link_free(re->shards[i].link);

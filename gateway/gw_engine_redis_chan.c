@@ -40,8 +40,6 @@
 
 /* Messages a channel keeps while it is not ACTIVE; past it the oldest go (counted lost). */
 #define RE_PENDING_MAX 4096
-/* Longest key: prefix plus the longest channel name. */
-#define RE_KEY_MAX (32 + GW_CHANNEL_NAME_MAX_LIMIT)
 
 struct re_pending_s {
     gw_msg_t **msgs;

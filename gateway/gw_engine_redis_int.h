@@ -14,6 +14,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "gw_channel_name.h"
 #include "gw_chantab.h"
 #include "gw_config.h"
 #include "gw_engine.h"
@@ -39,6 +40,8 @@ typedef struct re_shard_s {
     bool is_ready;                /* link up and the functions loaded (E only) */
     _Atomic bool is_ready_atomic; /* the same, for /readyz and /metrics */
     _Atomic uint64_t pending;     /* commands in flight, mirrored for /metrics */
+    _Atomic uint64_t refused;     /* commands refused at max_pending, mirrored likewise */
+    struct rp_writes_s *writes;   /* E only: presence writes held back (presence.c) */
     _Atomic uint64_t reconnects;
 } re_shard_t;
 
@@ -72,17 +75,18 @@ typedef struct re_chan_s {
 
 /* Counters E writes and scrapes read. */
 typedef struct re_stats_s {
-    _Atomic uint64_t published;       /* messages given an offset by Redis */
-    _Atomic uint64_t delivered;       /* messages handed to the loops */
-    _Atomic uint64_t lost;            /* offsets that never arrived (gaps, outages) */
-    _Atomic uint64_t duplicates;      /* offsets that arrived twice (dropped) */
-    _Atomic uint64_t unsequenced;     /* plain PUBLISHes delivered (offset 0) */
-    _Atomic uint64_t local_only;      /* publishes delivered here only, Redis down */
-    _Atomic uint64_t busy;            /* publishes refused: too many commands in flight */
-    _Atomic uint64_t join_timeouts;   /* joins failed for want of Redis */
-    _Atomic uint64_t epoch_changes;   /* a channel's epoch changed under its subscribers */
-    _Atomic uint64_t history_fetches; /* recoveries that read the Redis stream */
-    _Atomic uint64_t channels;        /* channels with state here */
+    _Atomic uint64_t published;        /* messages given an offset by Redis */
+    _Atomic uint64_t delivered;        /* messages handed to the loops */
+    _Atomic uint64_t lost;             /* offsets that never arrived (gaps, outages) */
+    _Atomic uint64_t duplicates;       /* offsets that arrived twice (dropped) */
+    _Atomic uint64_t unsequenced;      /* plain PUBLISHes delivered (offset 0) */
+    _Atomic uint64_t local_only;       /* publishes delivered here only, Redis down */
+    _Atomic uint64_t busy;             /* publishes refused: too many commands in flight */
+    _Atomic uint64_t join_timeouts;    /* joins failed for want of Redis */
+    _Atomic uint64_t epoch_changes;    /* a channel's epoch changed under its subscribers */
+    _Atomic uint64_t history_fetches;  /* recoveries that read the Redis stream */
+    _Atomic uint64_t presence_dropped; /* presence writes dropped: too many held back */
+    _Atomic uint64_t channels;         /* channels with state here */
     _Atomic uint64_t history_channels;
     _Atomic uint64_t history_messages;
     _Atomic uint64_t history_bytes;
@@ -90,6 +94,8 @@ typedef struct re_stats_s {
 } re_stats_t;
 
 typedef struct re_batch_s re_batch_t;
+
+typedef struct rp_online_s rp_online_t;
 
 struct redis_engine_s {
     gw_engine_t base;
@@ -119,6 +125,7 @@ struct redis_engine_s {
     uint64_t last_seen_ttl_ms;
     uint32_t presence_max_clients;
     uint64_t next_heartbeat_ms; /* E only */
+    rp_online_t *online;        /* E only: first connections waiting (presence.c) */
     /* Each IO loop's copy, read on that loop (is_recoverable). */
     gw_history_rules_t *loop_rules;
     _Atomic bool is_ready;
@@ -181,7 +188,7 @@ void re_hist_answer(redis_engine_t *re, re_hist_req_t *req);
 void re_chan_on_message(gw_redis_sub_t *s, const char *chan, size_t chan_len, const char *data,
                         size_t len, void *arg);
 void re_chan_on_subscribed(gw_redis_sub_t *s, const char *chan, size_t chan_len, void *arg);
-/* --- gw_engine_redis_presence.c ------------------------------------------------------------ */
+/* --- gw_engine_redis_presence.c, gw_engine_redis_query.c (the first three) ------------------ */
 
 int re_presence(gw_engine_t *e, const char *chan, size_t len, const gw_engine_reply_t *reply);
 int re_online(gw_engine_t *e, const char *user, size_t len, const gw_engine_reply_t *reply);
@@ -202,6 +209,16 @@ void re_presence_server_ready(redis_engine_t *re);
 /* A message on a listener channel c: a join/leave event handed to c's loops. Returns false
  * when data is not an event. */
 bool re_presence_on_event(redis_engine_t *re, re_chan_t *c, const char *data, size_t len);
+/* Room for any key herald builds: a prefix and a channel name or user id. */
+#define RE_KEY_MAX (32 + GW_CHANNEL_NAME_MAX_LIMIT + GW_CONFIG_NAME_MAX)
+/* Writes the first connections E queued, a few commands per loop (E's before-sleep hook). */
+void re_presence_flush(redis_engine_t *re);
+/* Frees what re_presence_flush has not written (E stopping). */
+void re_presence_deinit(redis_engine_t *re);
+/* A write whose reply nobody waits for, on shard's link while it is ready (dropped
+ * otherwise: the next refresh or resync repairs it). */
+void re_presence_send(redis_engine_t *re, uint32_t shard, int argc, const char *const *argv,
+                      const size_t *lens);
 
 /* Every ~250 ms: joins that waited past the timeout fail; histories age. */
 void re_chans_tick(redis_engine_t *re);

@@ -14,12 +14,14 @@
  *   herald:p:C        (hash, C's server)      client id -> "n\tsince\tuser", C's subscribers
  *   herald:!C         (pub/sub)               C's join/leave events, "\0E1 n conn\n" + frame
  * Each IO loop refreshes its users once per [presence] refresh_interval in one batch, which
- * E turns into one pipelined round of HSETs and expiries (one command per user and key, no
- * reply waited for). A connected user is refreshed at least once per idle timeout (its pings
- * are activity), so every entry lives idle_timeout + 2 refresh intervals past its last
- * refresh: a node that dies leaves nothing behind once that has passed. Presence entries
- * name their node, and a query drops (and deletes) those whose node is no longer in
- * herald:nodes, so a dead node's subscribers vanish within that time too.
+ * E turns into a few commands, RP_CHUNK users each (FCALL herald_refresh for the users' hashes
+ * on each server, a variadic ZADD for herald:users; no reply waited for): one command per user
+ * would fill the link's max_pending with a loop's batch of thousands and get publishes and
+ * joins refused BUSY meanwhile, and the refresh's own tail dropped. A connected user is refreshed
+ * at least once per idle timeout (its pings are activity), so every entry lives idle_timeout + 2
+ * refresh intervals past its last refresh: a node that dies leaves nothing behind once that has
+ * passed. Presence entries name their node, and a query drops (and deletes) those whose node is no
+ * longer in herald:nodes, so a dead node's subscribers vanish within that time too.
  *
  * Join/leave events cannot wait for a listener count: the listener may be on another node.
  * With this engine every join and leave is published on herald:!C (Redis drops it when no
@@ -28,6 +30,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,8 +43,6 @@
 #include "gw_token.h"
 #include "netlib/nl_common.h"
 #include "netlib/nl_log.h"
-
-#define RP_KEY_MAX (32 + GW_CHANNEL_NAME_MAX_LIMIT + GW_CONFIG_NAME_MAX)
 
 /* How long an entry lives past its last refresh. */
 static uint64_t rp_ttl_ms(const redis_engine_t *re)
@@ -57,12 +58,107 @@ static void rp_ignore(gw_redis_link_t *l, redisReply *reply, void *arg)
     NL_UNUSED(arg);
 }
 
-static void rp_send(redis_engine_t *re, uint32_t shard, int argc, const char *const *argv,
-                    const size_t *lens)
+/* Presence writes held back while a link has half its max_pending in flight, in order, sent
+ * as replies make room (re_presence_flush). The other half stays free for what a client waits
+ * on (publishes, joins, queries), and a burst of writes (a reconnect storm's first
+ * connections and subscriptions) is paced by Redis's replies instead of refused. Past
+ * RP_WRITES_MAX held, writes are dropped and counted: online status then repairs itself at
+ * the users' next refresh, presence at the next resync. */
+#define RP_WRITES_MAX 262144u
+
+typedef struct rp_writes_s {
+    char **cmds; /* RESP, from redisFormatCommandArgv; a ring */
+    int *lens;
+    uint32_t head;
+    uint32_t n;
+    uint32_t cap;
+} rp_writes_t;
+
+static uint32_t rp_budget(const redis_engine_t *re)
+{
+    return re->max_pending / 2 ? re->max_pending / 2 : 1;
+}
+
+static void rp_writes_clear(rp_writes_t *w)
+{
+    for (; w && w->n; w->n--) {
+        redisFreeCommand(w->cmds[w->head]);
+        w->head = (w->head + 1) % w->cap;
+    }
+}
+
+/* Holds a write back. Returns false when it could not be kept (memory, RP_WRITES_MAX). */
+static bool rp_writes_push(re_shard_t *sh, int argc, const char *const *argv, const size_t *lens)
+{
+    rp_writes_t *w = sh->writes;
+    if (!w && !(w = sh->writes = calloc(1, sizeof(*w))))
+        return false;
+    if (w->n == w->cap) {
+        uint32_t cap = w->cap ? w->cap * 2 : 256;
+        if (cap > RP_WRITES_MAX)
+            return false;
+        char **cmds = malloc(cap * sizeof(*cmds));
+        int *cl = malloc(cap * sizeof(*cl));
+        if (!cmds || !cl) {
+            free(cmds);
+            free(cl);
+            return false;
+        }
+        for (uint32_t i = 0; i < w->n; i++) {
+            cmds[i] = w->cmds[(w->head + i) % w->cap];
+            cl[i] = w->lens[(w->head + i) % w->cap];
+        }
+        free(w->cmds);
+        free(w->lens);
+        w->cmds = cmds;
+        w->lens = cl;
+        w->head = 0;
+        w->cap = cap;
+    }
+    char *cmd = NULL;
+    long long len = redisFormatCommandArgv(&cmd, argc, (const char **)argv, lens);
+    if (len < 0 || len > INT_MAX)
+        return false;
+    uint32_t tail = (w->head + w->n) % w->cap;
+    w->cmds[tail] = cmd;
+    w->lens[tail] = (int)len;
+    w->n++;
+    return true;
+}
+
+/* Sends what shard held back while it has room. */
+static void rp_writes_drain(redis_engine_t *re, re_shard_t *sh)
+{
+    rp_writes_t *w = sh->writes;
+    if (!w || w->n == 0)
+        return;
+    if (!sh->is_ready) {
+        rp_writes_clear(w); /* the resync when it is back writes everything again */
+        return;
+    }
+    while (w->n && gw_redis_link_pending(sh->link) < rp_budget(re)) {
+        char *cmd = w->cmds[w->head];
+        if (gw_redis_link_command_resp(sh->link, rp_ignore, NULL, cmd, (size_t)w->lens[w->head]) <
+            0)
+            break;
+        redisFreeCommand(cmd);
+        w->head = (w->head + 1) % w->cap;
+        w->n--;
+    }
+}
+
+void re_presence_send(redis_engine_t *re, uint32_t shard, int argc, const char *const *argv,
+                      const size_t *lens)
 {
     re_shard_t *sh = &re->shards[shard];
-    if (sh->is_ready)
-        (void)gw_redis_link_command(sh->link, rp_ignore, NULL, argc, argv, lens);
+    if (!sh->is_ready)
+        return; /* the resync when it is back writes everything again */
+    rp_writes_t *w = sh->writes;
+    if ((!w || w->n == 0) && gw_redis_link_pending(sh->link) < rp_budget(re) &&
+        gw_redis_link_command(sh->link, rp_ignore, NULL, argc, argv, lens) == 0)
+        return;
+    if (!rp_writes_push(sh, argc, argv, lens))
+        re_count(&re->stats.presence_dropped, 1);
 }
 
 /* --- what changed, written on E ------------------------------------------------------------- */
@@ -129,43 +225,11 @@ static void rp_field(char *out, size_t cap, const redis_engine_t *re, uint32_t l
     snprintf(out, cap, "%s/%u:%c", re->node->node_id, loop, kind);
 }
 
-static void rp_write_user(redis_engine_t *re, const char *user, size_t len, uint32_t loop,
-                          uint64_t conns, uint64_t since_ms, uint64_t seen_ms)
-{
-    char key[RP_KEY_MAX];
-    if (gw_redis_key(key, sizeof(key), GW_REDIS_USER_PREFIX, user, len) < 0)
-        return;
-    uint32_t shard = gw_hashring_lookup(&re->ring, user, len);
-    char fc[GW_CONFIG_NAME_MAX + 24], fs[GW_CONFIG_NAME_MAX + 24], fl[GW_CONFIG_NAME_MAX + 24];
-    char vc[24], vs[24], vl[24], ttl[24], exp[24];
-    rp_field(fc, sizeof(fc), re, loop, 'c');
-    rp_field(fs, sizeof(fs), re, loop, 's');
-    rp_field(fl, sizeof(fl), re, loop, 'l');
-    snprintf(vc, sizeof(vc), "%" PRIu64, conns);
-    snprintf(vs, sizeof(vs), "%" PRIu64, since_ms);
-    snprintf(vl, sizeof(vl), "%" PRIu64, seen_ms);
-    snprintf(ttl, sizeof(ttl), "%" PRIu64, rp_ttl_ms(re));
-    snprintf(exp, sizeof(exp), "%" PRIu64, nl_wall_ms() + rp_ttl_ms(re));
-    if (since_ms) {
-        const char *argv[] = {"HSET", key, fc, vc, fs, vs, fl, vl};
-        rp_send(re, shard, 8, argv, NULL);
-    } else {
-        const char *argv[] = {"HSET", key, fc, vc, fl, vl};
-        rp_send(re, shard, 6, argv, NULL);
-    }
-    const char *expire[] = {"PEXPIRE", key, ttl};
-    rp_send(re, shard, 3, expire, NULL);
-    const char *users[] = {"ZADD", GW_REDIS_USERS, exp, NULL};
-    size_t lens[] = {4, strlen(GW_REDIS_USERS), strlen(exp), len};
-    users[3] = user;
-    rp_send(re, 0, 4, users, lens);
-}
-
 static void rp_write_offline(redis_engine_t *re, const char *user, size_t len, uint32_t loop,
                              uint64_t at_ms)
 {
-    char key[RP_KEY_MAX];
-    char ls[RP_KEY_MAX];
+    char key[RE_KEY_MAX];
+    char ls[RE_KEY_MAX];
     if (gw_redis_key(key, sizeof(key), GW_REDIS_USER_PREFIX, user, len) < 0 ||
         gw_redis_key(ls, sizeof(ls), GW_REDIS_LAST_SEEN_PREFIX, user, len) < 0)
         return;
@@ -175,26 +239,26 @@ static void rp_write_offline(redis_engine_t *re, const char *user, size_t len, u
     rp_field(fs, sizeof(fs), re, loop, 's');
     rp_field(fl, sizeof(fl), re, loop, 'l');
     const char *hdel[] = {"HDEL", key, fc, fs, fl};
-    rp_send(re, shard, 5, hdel, NULL);
+    re_presence_send(re, shard, 5, hdel, NULL);
     char at[24];
     char ttl[24];
     snprintf(at, sizeof(at), "%" PRIu64, at_ms);
     snprintf(ttl, sizeof(ttl), "%" PRIu64, re->last_seen_ttl_ms);
     const char *set[] = {"SET", ls, at, "PX", ttl};
-    rp_send(re, shard, 5, set, NULL);
+    re_presence_send(re, shard, 5, set, NULL);
 }
 
 static void rp_write_presence(redis_engine_t *re, const rp_msg_t *m, bool is_add)
 {
     const char *chan = rp_str(m, 0);
-    char key[RP_KEY_MAX];
+    char key[RE_KEY_MAX];
     if (gw_redis_key(key, sizeof(key), GW_REDIS_PRESENCE_PREFIX, chan, m->len[0]) < 0)
         return;
     uint32_t shard = gw_hashring_lookup(&re->ring, chan, m->len[0]);
     const char *client_id = rp_str(m, 1);
     if (!is_add) {
         const char *argv[] = {"HDEL", key, client_id};
-        rp_send(re, shard, 3, argv, NULL);
+        re_presence_send(re, shard, 3, argv, NULL);
         return;
     }
     char value[GW_CONFIG_NAME_MAX + 32 + GW_TOKEN_SUB_MAX];
@@ -203,18 +267,18 @@ static void rp_write_presence(redis_engine_t *re, const rp_msg_t *m, bool is_add
     if (n < 0 || (size_t)n >= sizeof(value))
         return;
     const char *argv[] = {"HSET", key, client_id, value};
-    rp_send(re, shard, 4, argv, NULL);
+    re_presence_send(re, shard, 4, argv, NULL);
     char ttl[24];
     snprintf(ttl, sizeof(ttl), "%u", GW_REDIS_META_TTL_MS);
     const char *expire[] = {"PEXPIRE", key, ttl};
-    rp_send(re, shard, 3, expire, NULL);
+    re_presence_send(re, shard, 3, expire, NULL);
 }
 
 /* A join/leave event out to every node listening: "\0E1 <node> <conn>\n" + the frame. */
 static void rp_publish_event(redis_engine_t *re, const rp_msg_t *m)
 {
     const char *chan = rp_str(m, 0);
-    char pubsub[RP_KEY_MAX];
+    char pubsub[RE_KEY_MAX];
     if (gw_redis_key(pubsub, sizeof(pubsub), GW_REDIS_PREFIX, chan, m->len[0]) < 0)
         return;
     uint32_t shard = gw_hashring_lookup(&re->ring, chan, m->len[0]);
@@ -230,9 +294,7 @@ static void rp_publish_event(redis_engine_t *re, const rp_msg_t *m)
     memcpy(body + hlen, rp_str(m, 1), flen);
     const char *argv[] = {"PUBLISH", pubsub, body};
     size_t lens[] = {7, strlen(pubsub), (size_t)hlen + flen};
-    re_shard_t *sh = &re->shards[shard];
-    if (sh->is_ready)
-        (void)gw_redis_link_command(sh->link, rp_ignore, NULL, 3, argv, lens);
+    re_presence_send(re, shard, 3, argv, lens);
     free(body);
 }
 
@@ -244,6 +306,256 @@ typedef struct rp_item_s {
     char user[];
 } rp_item_t;
 
+/* An item's place in the batch: items are 8-byte aligned. */
+static size_t rp_item_size(size_t user_len)
+{
+    return (sizeof(rp_item_t) + user_len + 1 + 7) & ~(size_t)7;
+}
+
+/* Users per command (FCALL herald_refresh keys, ZADD pairs). */
+#define RP_CHUNK 128
+
+/* One command of up to RP_CHUNK users, built in place: argv/lens point into buf, the keys and
+ * the users' names. */
+typedef struct rp_cmd_s {
+    int argc;
+    const char *argv[8 + 4 * RP_CHUNK];
+    size_t lens[8 + 4 * RP_CHUNK];
+    char buf[RP_CHUNK * 64 + 64]; /* the numbers, up to three per user */
+    size_t used;
+} rp_cmd_t;
+
+static void rp_cmd_arg(rp_cmd_t *c, const char *s, size_t len)
+{
+    c->argv[c->argc] = s;
+    c->lens[c->argc++] = len;
+}
+
+/* Appends a number, formatted into the command's buffer. */
+static void rp_cmd_num(rp_cmd_t *c, uint64_t v)
+{
+    char *at = c->buf + c->used;
+    int n = snprintf(at, sizeof(c->buf) - c->used, "%" PRIu64, v);
+    c->used += (size_t)n + 1;
+    rp_cmd_arg(c, at, (size_t)n);
+}
+
+/* One user to write: what the loop reported, and what E derives (its key and server). */
+typedef struct rp_user_s {
+    const char *user;
+    size_t len;
+    uint32_t conns;
+    uint64_t seen_ms;
+    uint64_t since_ms; /* written only by a first connection (rp_write_users' has_since) */
+    char *key;
+    size_t key_len;
+    uint32_t shard;
+} rp_user_t;
+
+/* FCALL herald_refresh for users[0..n) of loop (all on shard): fields c and l, and s with
+ * has_since, then each hash's expiry. */
+static void rp_send_hashes(redis_engine_t *re, uint32_t shard, uint32_t loop, bool has_since,
+                           const rp_user_t *const *users, uint32_t n, rp_cmd_t *c)
+{
+    char fc[GW_CONFIG_NAME_MAX + 24], fl[GW_CONFIG_NAME_MAX + 24], fs[GW_CONFIG_NAME_MAX + 24];
+    rp_field(fc, sizeof(fc), re, loop, 'c');
+    rp_field(fl, sizeof(fl), re, loop, 'l');
+    rp_field(fs, sizeof(fs), re, loop, 's');
+    c->argc = 0;
+    c->used = 0;
+    rp_cmd_arg(c, "FCALL", 5);
+    rp_cmd_arg(c, "herald_refresh", 14);
+    rp_cmd_num(c, n);
+    for (uint32_t i = 0; i < n; i++)
+        rp_cmd_arg(c, users[i]->key, users[i]->key_len);
+    rp_cmd_num(c, has_since ? 3 : 2);
+    rp_cmd_arg(c, fc, strlen(fc));
+    rp_cmd_arg(c, fl, strlen(fl));
+    if (has_since)
+        rp_cmd_arg(c, fs, strlen(fs));
+    rp_cmd_num(c, rp_ttl_ms(re));
+    for (uint32_t i = 0; i < n; i++) {
+        rp_cmd_num(c, users[i]->conns);
+        rp_cmd_num(c, users[i]->seen_ms);
+        if (has_since)
+            rp_cmd_num(c, users[i]->since_ms);
+    }
+    re_presence_send(re, shard, c->argc, c->argv, c->lens);
+}
+
+/* ZADD herald:users for users[0..n): each expires at exp. */
+static void rp_send_users(redis_engine_t *re, const rp_user_t *users, uint32_t n, uint64_t exp,
+                          rp_cmd_t *c)
+{
+    c->argc = 0;
+    c->used = 0;
+    rp_cmd_arg(c, "ZADD", 4);
+    rp_cmd_arg(c, GW_REDIS_USERS, sizeof(GW_REDIS_USERS) - 1);
+    rp_cmd_num(c, exp);
+    const char *score = c->argv[2];
+    size_t score_len = c->lens[2];
+    c->argc = 2;
+    for (uint32_t i = 0; i < n; i++) {
+        rp_cmd_arg(c, score, score_len);
+        rp_cmd_arg(c, users[i].user, users[i].len);
+    }
+    re_presence_send(re, 0, c->argc, c->argv, c->lens);
+}
+
+/* Writes users[0..n) of loop to Redis in about 2n / RP_CHUNK commands (an FCALL per chunk and
+ * server, a ZADD per chunk) rather than three per user: a loop's refresh of thousands of users,
+ * or a burst of connects, would otherwise fill the link's max_pending by itself, and publishes
+ * and joins behind it would be refused BUSY, the batch's own tail dropped. */
+static void rp_write_users(redis_engine_t *re, uint32_t loop, rp_user_t *users, uint32_t n,
+                           bool has_since)
+{
+    size_t key_cap = 0;
+    for (uint32_t i = 0; i < n; i++)
+        key_cap += sizeof(GW_REDIS_USER_PREFIX) + users[i].len;
+    char *keys = malloc(key_cap);
+    const rp_user_t **chunk = malloc(RP_CHUNK * sizeof(*chunk));
+    rp_cmd_t *c = malloc(sizeof(*c));
+    if (!keys || !chunk || !c) {
+        free(keys);
+        free(chunk);
+        free(c);
+        return; /* the next refresh, or the entries' expiry, repairs it */
+    }
+    char *at = keys;
+    for (uint32_t i = 0; i < n; i++) {
+        rp_user_t *u = &users[i];
+        size_t cap = sizeof(GW_REDIS_USER_PREFIX) + u->len;
+        u->key_len = (size_t)gw_redis_key(at, cap, GW_REDIS_USER_PREFIX, u->user, u->len);
+        u->key = at;
+        u->shard = gw_hashring_lookup(&re->ring, u->user, u->len);
+        at += cap;
+    }
+    for (uint32_t s = 0; s < re->n_shards; s++) {
+        uint32_t k = 0;
+        for (uint32_t i = 0; i < n; i++) {
+            if (users[i].shard != s)
+                continue;
+            chunk[k++] = &users[i];
+            if (k == RP_CHUNK) {
+                rp_send_hashes(re, s, loop, has_since, chunk, k, c);
+                k = 0;
+            }
+        }
+        if (k > 0)
+            rp_send_hashes(re, s, loop, has_since, chunk, k, c);
+    }
+    uint64_t exp = nl_wall_ms() + rp_ttl_ms(re);
+    for (uint32_t i = 0; i < n; i += RP_CHUNK)
+        rp_send_users(re, &users[i], n - i < RP_CHUNK ? n - i : RP_CHUNK, exp, c);
+    free(c);
+    free(chunk);
+    free(keys);
+}
+
+/* A loop's refresh batch. */
+static void rp_write_refresh(redis_engine_t *re, const rp_msg_t *m)
+{
+    rp_user_t *users = calloc(m->n_items ? m->n_items : 1, sizeof(*users));
+    if (!users)
+        return;
+    const char *p = m->data;
+    for (uint32_t i = 0; i < m->n_items; i++) {
+        const rp_item_t *it = (const rp_item_t *)p;
+        users[i] = (rp_user_t){
+            .user = it->user, .len = it->len, .conns = it->conns, .seen_ms = it->seen_ms};
+        p += rp_item_size(it->len);
+    }
+    rp_write_users(re, m->loop, users, m->n_items, false);
+    free(users);
+}
+
+/* First connections wait here (RP_ONLINE messages, E only) until E is about to sleep, and go
+ * out together per loop: a burst of connects costs a few commands, not three each. */
+struct rp_online_s {
+    rp_msg_t **msgs;
+    uint32_t n;
+    uint32_t cap;
+};
+
+static void rp_queue_online(redis_engine_t *re, rp_msg_t *m)
+{
+    rp_online_t *q = re->online;
+    if (!q)
+        q = re->online = calloc(1, sizeof(*q));
+    if (q && q->n == q->cap) {
+        uint32_t cap = q->cap ? q->cap * 2 : 64;
+        rp_msg_t **msgs = realloc(q->msgs, cap * sizeof(*msgs));
+        if (msgs) {
+            q->msgs = msgs;
+            q->cap = cap;
+        }
+    }
+    if (!q || q->n == q->cap) {
+        free(m); /* no memory: the user's first refresh writes it */
+        return;
+    }
+    q->msgs[q->n++] = m;
+}
+
+static void rp_write_online_queue(redis_engine_t *re);
+
+void re_presence_flush(redis_engine_t *re)
+{
+    rp_write_online_queue(re);
+    for (uint32_t i = 0; i < re->n_shards; i++)
+        rp_writes_drain(re, &re->shards[i]);
+}
+
+/* Writes the first connections queued since the last flush. */
+static void rp_write_online_queue(redis_engine_t *re)
+{
+    rp_online_t *q = re->online;
+    if (!q || q->n == 0)
+        return;
+    rp_user_t *users = calloc(q->n, sizeof(*users));
+    uint64_t now = nl_wall_ms();
+    for (uint32_t loop = 0; users && loop < re->n_loops; loop++) {
+        uint32_t n = 0;
+        for (uint32_t i = 0; i < q->n; i++) {
+            const rp_msg_t *m = q->msgs[i];
+            if (m->loop == loop)
+                users[n++] = (rp_user_t){.user = rp_str(m, 0),
+                                         .len = m->len[0],
+                                         .conns = 1,
+                                         .seen_ms = now,
+                                         .since_ms = now};
+        }
+        if (n > 0)
+            rp_write_users(re, loop, users, n, true);
+    }
+    free(users);
+    for (uint32_t i = 0; i < q->n; i++)
+        free(q->msgs[i]);
+    q->n = 0;
+}
+
+void re_presence_deinit(redis_engine_t *re)
+{
+    for (uint32_t i = 0; i < re->n_shards; i++) {
+        rp_writes_t *w = re->shards[i].writes;
+        rp_writes_clear(w);
+        if (w) {
+            free(w->cmds);
+            free(w->lens);
+            free(w);
+        }
+        re->shards[i].writes = NULL;
+    }
+    rp_online_t *q = re->online;
+    if (!q)
+        return;
+    for (uint32_t i = 0; i < q->n; i++)
+        free(q->msgs[i]);
+    free(q->msgs);
+    free(q);
+    re->online = NULL;
+}
+
 static void rp_run(void *arg)
 {
     rp_msg_t *m = arg;
@@ -253,23 +565,16 @@ static void rp_run(void *arg)
     case RP_REMOVE:
         rp_write_presence(re, m, m->op == RP_ADD);
         break;
-    case RP_ONLINE: {
-        uint64_t now = nl_wall_ms();
-        rp_write_user(re, rp_str(m, 0), m->len[0], m->loop, 1, now, now);
-        break;
-    }
+    case RP_ONLINE:
+        rp_queue_online(re, m);
+        return; /* the queue owns m */
     case RP_OFFLINE:
+        rp_write_online_queue(re); /* a first connection queued before it goes first */
         rp_write_offline(re, rp_str(m, 0), m->len[0], m->loop, m->u64);
         break;
-    case RP_REFRESH: {
-        const char *p = m->data;
-        for (uint32_t i = 0; i < m->n_items; i++) {
-            const rp_item_t *it = (const rp_item_t *)p;
-            rp_write_user(re, it->user, it->len, m->loop, it->conns, 0, it->seen_ms);
-            p += (sizeof(*it) + it->len + 1 + 7) & ~(size_t)7;
-        }
+    case RP_REFRESH:
+        rp_write_refresh(re, m);
         break;
-    }
     case RP_EVENT:
         rp_publish_event(re, m);
         break;
@@ -311,10 +616,15 @@ typedef struct rp_pack_s {
     uint32_t n;
 } rp_pack_t;
 
+static void rp_size_item(const gw_presence_batch_item_t *it, void *arg)
+{
+    *(size_t *)arg += rp_item_size(it->user_len);
+}
+
 static void rp_pack_item(const gw_presence_batch_item_t *it, void *arg)
 {
     rp_pack_t *pk = arg;
-    size_t size = (sizeof(rp_item_t) + it->user_len + 1 + 7) & ~(size_t)7;
+    size_t size = rp_item_size(it->user_len);
     if (pk->p + size > pk->end)
         return;
     rp_item_t *item = (rp_item_t *)pk->p;
@@ -332,8 +642,8 @@ void re_refresh(gw_engine_t *e, const gw_presence_batch_t *batch)
     redis_engine_t *re = (redis_engine_t *)e;
     if (atomic_load_explicit(&re->is_closed, memory_order_relaxed))
         return;
-    /* Users are at most 1 KiB (tokens cap sub far below): size the copy from the count. */
-    size_t cap = (size_t)batch->n_users * ((sizeof(rp_item_t) + GW_TOKEN_SUB_MAX + 8));
+    size_t cap = 0;
+    gw_presence_batch_foreach(batch, rp_size_item, &cap);
     rp_msg_t *m = calloc(1, sizeof(*m) + cap);
     if (!m)
         return;
@@ -391,453 +701,10 @@ void re_presence_tick(redis_engine_t *re)
     const char *node = re->node->node_id;
     for (uint32_t i = 0; i < re->n_shards; i++) {
         const char *zadd[] = {"ZADD", GW_REDIS_NODES, exp, node};
-        rp_send(re, i, 4, zadd, NULL);
+        re_presence_send(re, i, 4, zadd, NULL);
     }
     const char *hset[] = {"HSET", GW_REDIS_NODE_CONNS, node, conns};
-    rp_send(re, 0, 4, hset, NULL);
-}
-
-/* --- queries -------------------------------------------------------------------------------- */
-
-/* A query and what its replies brought, answered when the last of its commands returns. */
-typedef struct rp_query_s {
-    redis_engine_t *re;
-    gw_engine_reply_t reply;
-    int pending; /* commands not answered yet */
-    int status;
-    uint32_t shard;
-    /* Live nodes (herald:nodes above now), strings owned here. */
-    char **nodes;
-    uint32_t n_nodes;
-    /* Presence: the hash's entries (client id, value), owned here. */
-    char **fields;
-    char **values;
-    uint32_t n_fields;
-    /* Online: the user's last seen when offline; counts: users. */
-    uint64_t number;
-    char name[]; /* the channel or user asked about */
-} rp_query_t;
-
-static void rp_query_free(rp_query_t *q)
-{
-    for (uint32_t i = 0; i < q->n_nodes; i++)
-        free(q->nodes[i]);
-    for (uint32_t i = 0; i < q->n_fields; i++) {
-        free(q->fields[i]);
-        free(q->values[i]);
-    }
-    free(q->nodes);
-    free(q->fields);
-    free(q->values);
-    free(q);
-}
-
-static bool rp_is_live(const rp_query_t *q, const char *node, size_t len)
-{
-    for (uint32_t i = 0; i < q->n_nodes; i++)
-        if (strlen(q->nodes[i]) == len && memcmp(q->nodes[i], node, len) == 0)
-            return true;
-    return false;
-}
-
-static char *rp_dup(const char *s, size_t len)
-{
-    char *d = malloc(len + 1);
-    if (d) {
-        memcpy(d, s, len);
-        d[len] = '\0';
-    }
-    return d;
-}
-
-/* Copies an array reply of strings (ZRANGEBYSCORE) into the live nodes. */
-static void rp_take_nodes(rp_query_t *q, const redisReply *r)
-{
-    if (!r || r->type != REDIS_REPLY_ARRAY) {
-        q->status = -EIO;
-        return;
-    }
-    q->nodes = calloc(r->elements ? r->elements : 1, sizeof(*q->nodes));
-    if (!q->nodes) {
-        q->status = -ENOMEM;
-        return;
-    }
-    for (size_t i = 0; i < r->elements; i++)
-        if (r->element[i]->type == REDIS_REPLY_STRING &&
-            (q->nodes[q->n_nodes] = rp_dup(r->element[i]->str, r->element[i]->len)) != NULL)
-            q->n_nodes++;
-}
-
-/* Copies an HGETALL reply into the fields and values. */
-static void rp_take_hash(rp_query_t *q, const redisReply *r)
-{
-    if (!r || r->type != REDIS_REPLY_ARRAY) {
-        q->status = -EIO;
-        return;
-    }
-    size_t n = r->elements / 2;
-    q->fields = calloc(n ? n : 1, sizeof(*q->fields));
-    q->values = calloc(n ? n : 1, sizeof(*q->values));
-    if (!q->fields || !q->values) {
-        q->status = -ENOMEM;
-        return;
-    }
-    for (size_t i = 0; i < n; i++) {
-        const redisReply *f = r->element[2 * i];
-        const redisReply *v = r->element[2 * i + 1];
-        if (f->type != REDIS_REPLY_STRING || v->type != REDIS_REPLY_STRING)
-            continue;
-        q->fields[q->n_fields] = rp_dup(f->str, f->len);
-        q->values[q->n_fields] = rp_dup(v->str, v->len);
-        if (q->fields[q->n_fields] && q->values[q->n_fields])
-            q->n_fields++;
-    }
-}
-
-/* The answer, where the asker wants it. res->data is built by the caller in done. */
-typedef struct rp_answer_s {
-    rp_query_t *q;
-    gw_engine_result_t res;
-    void (*build)(rp_query_t *q, gw_engine_result_t *res, void **scratch);
-} rp_answer_t;
-
-static void rp_answer_run(void *arg)
-{
-    rp_answer_t *a = arg;
-    void *scratch = NULL;
-    if (a->res.status == 0)
-        a->build(a->q, &a->res, &scratch);
-    a->q->reply.cb(&a->q->reply, &a->res);
-    free(scratch);
-    rp_query_free(a->q);
-    free(a);
-}
-
-static void rp_answer(rp_query_t *q,
-                      void (*build)(rp_query_t *q, gw_engine_result_t *res, void **scratch))
-{
-    rp_answer_t *a = calloc(1, sizeof(*a));
-    if (!a) {
-        rp_query_free(q);
-        return; /* the asker never hears: logged by the caller's deadline, if any */
-    }
-    a->q = q;
-    a->res.status = q->status;
-    a->build = build;
-    if (!q->reply.loop) {
-        rp_answer_run(a);
-        return;
-    }
-    if (nl_loop_post(q->reply.loop, rp_answer_run, a) < 0) {
-        rp_query_free(q);
-        free(a);
-    }
-}
-
-/* Each reply of a query lands here; the last answers. */
-typedef struct rp_step_s {
-    rp_query_t *q;
-    void (*take)(rp_query_t *q, const redisReply *r);
-    void (*build)(rp_query_t *q, gw_engine_result_t *res, void **scratch);
-} rp_step_t;
-
-static void rp_on_step(gw_redis_link_t *l, redisReply *reply, void *arg)
-{
-    NL_UNUSED(l);
-    rp_step_t *st = arg;
-    rp_query_t *q = st->q;
-    if (!reply)
-        q->status = -EIO;
-    else if (q->status == 0)
-        st->take(q, reply);
-    if (--q->pending == 0)
-        rp_answer(q, st->build);
-    free(st);
-}
-
-/* Sends one command of q; its reply goes to take, and the last to build. */
-static void rp_step(rp_query_t *q, int argc, const char *const *argv, const size_t *lens,
-                    void (*take)(rp_query_t *, const redisReply *),
-                    void (*build)(rp_query_t *, gw_engine_result_t *, void **))
-{
-    rp_step_t *st = malloc(sizeof(*st));
-    if (st)
-        *st = (rp_step_t){.q = q, .take = take, .build = build};
-    re_shard_t *sh = &q->re->shards[q->shard];
-    q->pending++;
-    if (!st || !sh->is_ready ||
-        gw_redis_link_command(sh->link, rp_on_step, st, argc, argv, lens) < 0) {
-        free(st);
-        q->status = sh->is_ready ? -ENOMEM : -EAGAIN;
-        q->pending--;
-    }
-}
-
-static void rp_take_nothing(rp_query_t *q, const redisReply *r)
-{
-    NL_UNUSED(q);
-    NL_UNUSED(r);
-}
-
-static void rp_take_number(rp_query_t *q, const redisReply *r)
-{
-    if (r->type == REDIS_REPLY_INTEGER)
-        q->number = (uint64_t)r->integer;
-    else if (r->type == REDIS_REPLY_STRING)
-        q->number = strtoull(r->str, NULL, 10);
-}
-
-/* Starts the live-node read every query needs. */
-static void rp_ask_nodes(rp_query_t *q, void (*build)(rp_query_t *, gw_engine_result_t *, void **))
-{
-    char now[24];
-    snprintf(now, sizeof(now), "%" PRIu64, nl_wall_ms());
-    const char *argv[] = {"ZRANGEBYSCORE", GW_REDIS_NODES, now, "+inf"};
-    rp_step(q, 4, argv, NULL, rp_take_nodes, build);
-}
-
-/* Fails q now (nothing was sent) or lets its replies answer it. */
-static void rp_launch(rp_query_t *q, void (*build)(rp_query_t *, gw_engine_result_t *, void **))
-{
-    if (q->pending == 0)
-        rp_answer(q, build);
-}
-
-/* --- presence ------------------------------------------------------------------------------- */
-
-static int rp_cmp_str(const void *a, const void *b)
-{
-    return strcmp(*(const char *const *)a, *(const char *const *)b);
-}
-
-/* Presence: the live entries of herald:p:C (dead nodes' are deleted on the way). */
-static void rp_build_presence(rp_query_t *q, gw_engine_result_t *res, void **scratch)
-{
-    typedef struct {
-        gw_presence_result_t r;
-        gw_presence_client_t clients[];
-    } out_t;
-    uint32_t limit = q->re->presence_max_clients;
-    out_t *o = calloc(1, sizeof(*o) + sizeof(o->clients[0]) * (q->n_fields ? q->n_fields : 1));
-    const char **users = calloc(q->n_fields ? q->n_fields : 1, sizeof(*users));
-    if (!o || !users) {
-        free(o);
-        free(users);
-        res->status = -ENOMEM;
-        return;
-    }
-    uint32_t n_users = 0;
-    for (uint32_t i = 0; i < q->n_fields; i++) {
-        /* value: node \t since \t user */
-        char *v = q->values[i];
-        char *t1 = strchr(v, '\t');
-        char *t2 = t1 ? strchr(t1 + 1, '\t') : NULL;
-        if (!t2 || !rp_is_live(q, v, (size_t)(t1 - v)))
-            continue;
-        o->r.num_clients++;
-        users[n_users++] = t2 + 1;
-        if (o->r.n_clients < limit)
-            o->clients[o->r.n_clients++] = (gw_presence_client_t){
-                .user = t2 + 1,
-                .client_id = q->fields[i],
-                .connected_at_ms = strtoull(t1 + 1, NULL, 10),
-            };
-    }
-    qsort(users, n_users, sizeof(*users), rp_cmp_str);
-    for (uint32_t i = 0; i < n_users; i++)
-        o->r.num_users += i == 0 || strcmp(users[i], users[i - 1]) != 0;
-    free(users);
-    o->r.chan = q->name;
-    o->r.clients = o->clients;
-    o->r.is_truncated = o->r.n_clients < o->r.num_clients;
-    res->data = &o->r;
-    *scratch = o;
-}
-
-/* Deletes the entries of nodes that are gone (no answer awaited). */
-static void rp_prune(rp_query_t *q, const char *key)
-{
-    for (uint32_t i = 0; i < q->n_fields; i++) {
-        const char *v = q->values[i];
-        const char *t = strchr(v, '\t');
-        if (t && !rp_is_live(q, v, (size_t)(t - v))) {
-            const char *argv[] = {"HDEL", key, q->fields[i]};
-            rp_send(q->re, q->shard, 3, argv, NULL);
-        }
-    }
-}
-
-static void rp_take_presence_nodes(rp_query_t *q, const redisReply *r)
-{
-    rp_take_nodes(q, r);
-    if (q->status == 0) {
-        char key[RP_KEY_MAX];
-        if (gw_redis_key(key, sizeof(key), GW_REDIS_PRESENCE_PREFIX, q->name, strlen(q->name)) > 0)
-            rp_prune(q, key);
-    }
-}
-
-static rp_query_t *rp_query_new(redis_engine_t *re, const gw_engine_reply_t *reply,
-                                const char *name, size_t len)
-{
-    rp_query_t *q = calloc(1, sizeof(*q) + len + 1);
-    if (!q)
-        return NULL;
-    q->re = re;
-    q->reply = *reply;
-    memcpy(q->name, name, len);
-    q->shard = gw_hashring_lookup(&re->ring, name, len);
-    return q;
-}
-
-/* On E. */
-static void rp_run_presence(void *arg)
-{
-    rp_query_t *q = arg;
-    char key[RP_KEY_MAX];
-    if (gw_redis_key(key, sizeof(key), GW_REDIS_PRESENCE_PREFIX, q->name, strlen(q->name)) < 0) {
-        q->status = -EINVAL;
-    } else {
-        const char *hgetall[] = {"HGETALL", key};
-        rp_step(q, 2, hgetall, NULL, rp_take_hash, rp_build_presence);
-        char now[24];
-        snprintf(now, sizeof(now), "%" PRIu64, nl_wall_ms());
-        const char *zr[] = {"ZRANGEBYSCORE", GW_REDIS_NODES, now, "+inf"};
-        rp_step(q, 4, zr, NULL, rp_take_presence_nodes, rp_build_presence);
-    }
-    rp_launch(q, rp_build_presence);
-}
-
-/* --- online --------------------------------------------------------------------------------- */
-
-/* One user: the fields "node/loop:c|s|l" of herald:u:U whose node is live. */
-static void rp_build_user(rp_query_t *q, gw_engine_result_t *res, void **scratch)
-{
-    typedef struct {
-        gw_online_result_t r;
-        const char *nodes[GW_NODE_MAX_LOOPS];
-    } out_t;
-    out_t *o = calloc(1, sizeof(*o));
-    if (!o) {
-        res->status = -ENOMEM;
-        return;
-    }
-    for (uint32_t i = 0; i < q->n_fields; i++) {
-        const char *f = q->fields[i];
-        const char *slash = strrchr(f, '/');
-        const char *colon = strrchr(f, ':');
-        if (!slash || !colon || colon < slash || !rp_is_live(q, f, (size_t)(slash - f)))
-            continue;
-        uint64_t v = strtoull(q->values[i], NULL, 10);
-        if (colon[1] == 'c') {
-            o->r.connections += v;
-            bool is_listed = false;
-            for (uint32_t k = 0; k < o->r.n_nodes; k++)
-                is_listed |= strncmp(o->nodes[k], f, (size_t)(slash - f)) == 0 &&
-                             o->nodes[k][slash - f] == '/';
-            if (!is_listed && o->r.n_nodes < GW_NODE_MAX_LOOPS)
-                o->nodes[o->r.n_nodes++] = f; /* "node/loop:c": the node up to the slash */
-        } else if (colon[1] == 's' && v && (o->r.since_ms == 0 || v < o->r.since_ms)) {
-            o->r.since_ms = v;
-        } else if (colon[1] == 'l' && v > o->r.last_seen_ms) {
-            o->r.last_seen_ms = v;
-        }
-    }
-    /* Node names end at the slash: cut them there (the fields are this query's own). */
-    for (uint32_t k = 0; k < o->r.n_nodes; k++)
-        *strrchr((char *)o->nodes[k], '/') = '\0';
-    if (o->r.connections == 0) {
-        o->r.since_ms = 0;
-        o->r.last_seen_ms = q->number; /* herald:ls:U, when it went */
-        o->r.n_nodes = 0;
-    }
-    o->r.user = q->name;
-    o->r.user_len = strlen(q->name);
-    o->r.nodes = o->nodes;
-    res->data = &o->r;
-    *scratch = o;
-}
-
-static void rp_run_user(void *arg)
-{
-    rp_query_t *q = arg;
-    char key[RP_KEY_MAX];
-    char ls[RP_KEY_MAX];
-    size_t len = strlen(q->name);
-    if (gw_redis_key(key, sizeof(key), GW_REDIS_USER_PREFIX, q->name, len) < 0 ||
-        gw_redis_key(ls, sizeof(ls), GW_REDIS_LAST_SEEN_PREFIX, q->name, len) < 0) {
-        q->status = -EINVAL;
-    } else {
-        const char *hgetall[] = {"HGETALL", key};
-        rp_step(q, 2, hgetall, NULL, rp_take_hash, rp_build_user);
-        const char *get[] = {"GET", ls};
-        rp_step(q, 2, get, NULL, rp_take_number, rp_build_user);
-        rp_ask_nodes(q, rp_build_user);
-    }
-    rp_launch(q, rp_build_user);
-}
-
-/* Counts: users online (herald:users, expired ones removed first) and the live nodes'
- * connections (herald:nc). */
-static void rp_build_counts(rp_query_t *q, gw_engine_result_t *res, void **scratch)
-{
-    gw_online_counts_t *c = calloc(1, sizeof(*c));
-    if (!c) {
-        res->status = -ENOMEM;
-        return;
-    }
-    c->users = q->number;
-    for (uint32_t i = 0; i < q->n_fields; i++)
-        if (rp_is_live(q, q->fields[i], strlen(q->fields[i])))
-            c->connections += strtoull(q->values[i], NULL, 10);
-    res->data = c;
-    *scratch = c;
-}
-
-static void rp_run_counts(void *arg)
-{
-    rp_query_t *q = arg;
-    char now[24];
-    snprintf(now, sizeof(now), "%" PRIu64, nl_wall_ms());
-    const char *trim[] = {"ZREMRANGEBYSCORE", GW_REDIS_USERS, "-inf", now};
-    rp_step(q, 4, trim, NULL, rp_take_nothing, rp_build_counts);
-    const char *card[] = {"ZCARD", GW_REDIS_USERS};
-    rp_step(q, 2, card, NULL, rp_take_number, rp_build_counts);
-    const char *nc[] = {"HGETALL", GW_REDIS_NODE_CONNS};
-    rp_step(q, 2, nc, NULL, rp_take_hash, rp_build_counts);
-    rp_ask_nodes(q, rp_build_counts);
-    rp_launch(q, rp_build_counts);
-}
-
-static int rp_query(redis_engine_t *re, const gw_engine_reply_t *reply, const char *name,
-                    size_t len, bool is_first_server, nl_loop_post_cb run)
-{
-    if (atomic_load_explicit(&re->is_closed, memory_order_relaxed))
-        return -ESHUTDOWN;
-    rp_query_t *q = rp_query_new(re, reply, name, len);
-    if (!q)
-        return -ENOMEM;
-    if (is_first_server)
-        q->shard = 0;
-    int err = nl_loop_post(re->loop, run, q);
-    if (err < 0)
-        free(q);
-    return err;
-}
-
-int re_presence(gw_engine_t *e, const char *chan, size_t len, const gw_engine_reply_t *reply)
-{
-    return rp_query((redis_engine_t *)e, reply, chan, len, false, rp_run_presence);
-}
-
-int re_online(gw_engine_t *e, const char *user, size_t len, const gw_engine_reply_t *reply)
-{
-    return rp_query((redis_engine_t *)e, reply, user, len, false, rp_run_user);
-}
-
-int re_online_counts(gw_engine_t *e, const gw_engine_reply_t *reply)
-{
-    return rp_query((redis_engine_t *)e, reply, "", 0, true, rp_run_counts);
+    re_presence_send(re, 0, 4, hset, NULL);
 }
 
 /* --- events arriving from Redis ------------------------------------------------------------- */

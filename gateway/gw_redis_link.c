@@ -231,8 +231,9 @@ static void link_on_reply(redisAsyncContext *ac, void *reply, void *privdata)
     slot.cb(l, reply, slot.arg);
 }
 
-int gw_redis_link_command(gw_redis_link_t *l, gw_redis_reply_cb cb, void *arg, int argc,
-                          const char *const *argv, const size_t *argvlen)
+/* A command either way: argv (argc > 0) or one already in RESP (cmd, len). */
+static int link_send(gw_redis_link_t *l, gw_redis_reply_cb cb, void *arg, int argc,
+                     const char *const *argv, const size_t *argvlen, const char *cmd, size_t len)
 {
     if (l->state != GW_REDIS_UP || !l->ac)
         return -ENOTCONN;
@@ -243,8 +244,10 @@ int gw_redis_link_command(gw_redis_link_t *l, gw_redis_reply_cb cb, void *arg, i
     uint32_t tail = (l->head + l->count) % l->cap;
     l->ring[tail] = (link_slot_t){.cb = cb, .arg = arg, .sent_ms = nl_loop_now_ms(l->loop)};
     l->count++;
-    if (redisAsyncCommandArgv(l->ac, link_on_reply, l, argc, (const char **)argv, argvlen) !=
-        REDIS_OK) {
+    int rc = argc > 0 ? redisAsyncCommandArgv(l->ac, link_on_reply, l, argc, (const char **)argv,
+                                              argvlen)
+                      : redisAsyncFormattedCommand(l->ac, link_on_reply, l, cmd, len);
+    if (rc != REDIS_OK) {
         l->count--;
         /* Refused while hiredis sweeps a context that is ending (from a dropped command's
          * callback): the link is as good as down. */
@@ -256,6 +259,18 @@ int gw_redis_link_command(gw_redis_link_t *l, gw_redis_reply_cb cb, void *arg, i
         (void)nl_timer_start(l->check, tick, tick);
     }
     return 0;
+}
+
+int gw_redis_link_command(gw_redis_link_t *l, gw_redis_reply_cb cb, void *arg, int argc,
+                          const char *const *argv, const size_t *argvlen)
+{
+    return argc > 0 ? link_send(l, cb, arg, argc, argv, argvlen, NULL, 0) : -EINVAL;
+}
+
+int gw_redis_link_command_resp(gw_redis_link_t *l, gw_redis_reply_cb cb, void *arg, const char *cmd,
+                               size_t len)
+{
+    return link_send(l, cb, arg, 0, NULL, NULL, cmd, len);
 }
 
 int gw_redis_link_new(gw_redis_link_t **out, nl_loop_t *loop, const gw_redis_link_opts_t *opts)

@@ -93,6 +93,11 @@ void gw_redis_link_free(gw_redis_link_t *l);
 int gw_redis_link_command(gw_redis_link_t *l, gw_redis_reply_cb cb, void *arg, int argc,
                           const char *const *argv, const size_t *argvlen);
 
+/* The same for a command already in RESP (redisFormatCommandArgv), copied by hiredis: for a
+ * caller that holds commands back and sends them later. Returns: as gw_redis_link_command. */
+int gw_redis_link_command_resp(gw_redis_link_t *l, gw_redis_reply_cb cb, void *arg, const char *cmd,
+                               size_t len);
+
 /* Takes the link down now as if it had failed with err (commands in flight answered NULL,
  * on_down, reconnect after the backoff): for a caller that found the server unhealthy through
  * another connection. No-op unless UP or CONNECTING. Thread: loop's owner; not from the link's

@@ -54,6 +54,22 @@ const char gw_redis_functions[] =
     "  local e = epoch_of(meta, args[1])\n"
     "  redis.call('PEXPIRE', meta, " META_TTL_MS ")\n"
     "  return {tonumber(redis.call('HGET', meta, 'o') or '0'), e}\n"
+    "end)\n"
+    "redis.register_function('herald_refresh', function(keys, args)\n"
+    "  local nf = tonumber(args[1])\n"
+    "  local ttl = args[nf + 2]\n"
+    "  local at = nf + 2\n"
+    "  for _, key in ipairs(keys) do\n"
+    "    local hset = {key}\n"
+    "    for f = 1, nf do\n"
+    "      hset[2 * f] = args[1 + f]\n"
+    "      hset[2 * f + 1] = args[at + f]\n"
+    "    end\n"
+    "    redis.call('HSET', unpack(hset))\n"
+    "    redis.call('PEXPIRE', key, ttl)\n"
+    "    at = at + nf\n"
+    "  end\n"
+    "  return #keys\n"
     "end)\n";
 
 /* Reads a decimal number ending at stop; advances *p past stop. */

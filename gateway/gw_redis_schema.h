@@ -22,8 +22,13 @@
  *       message), publishes the envelope on herald:C and returns {offset, epoch, time_ms}.
  *   FCALL herald_join 1 herald:m:C [epoch]
  *       returns {latest offset, epoch}, creating the epoch if C has none.
- * Both refresh herald:m:C's expiry (GW_REDIS_META_TTL_MS): a channel nobody publishes to for
- * that long starts over with a new epoch, which tells its clients so.
+ *   FCALL herald_refresh N herald:u:U1 .. herald:u:UN F field1 .. fieldF ttl_ms
+ *         value1_1 .. value1_F .. valueN_1 .. valueN_F
+ *       a node's write of N users' online status in one command: sets the F fields of each
+ *       user's hash (gw_engine_redis_presence.c) and its expiry; returns N.
+ * herald_publish and herald_join refresh herald:m:C's expiry (GW_REDIS_META_TTL_MS): a
+ * channel nobody publishes to for that long starts over with a new epoch, which tells its
+ * clients so.
  *
  * Presence, online status and join/leave events live under herald:nodes, herald:nc,
  * herald:users, herald:u:U, herald:ls:U, herald:p:C and the pub/sub channel herald:!C (an event

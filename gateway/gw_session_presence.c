@@ -276,6 +276,10 @@ static void presence_on_answer(const gw_engine_reply_t *r, const gw_engine_resul
     gw_session_t *s = gw_session_lookup(lp->loop, r->u64[0], GW_SESSION_AUTHENTICATED);
     if (!s)
         return; /* gone or closing meanwhile */
+    if (res->status == -EBUSY || res->status == -EAGAIN) {
+        gw_session_error(lp, s, r->u64[1], GW_PERR_BUSY, 1000); /* Redis busy or away */
+        return;
+    }
     if (res->status < 0) {
         gw_session_error(lp, s, r->u64[1], GW_PERR_INTERNAL, 0);
         return;

@@ -412,6 +412,11 @@ static void render_redis(gw_metrics_t *w, const gw_engine_redis_stats_t *r)
                          (const char *const[]){"server", r->servers[i].name, NULL},
                          (double)r->servers[i].pending);
     for (uint32_t i = 0; i < n; i++)
+        gw_metrics_counter(w, "herald_redis_refused_commands_total",
+                           "Commands not sent: redis_max_pending were in flight to the server.",
+                           (const char *const[]){"server", r->servers[i].name, NULL},
+                           r->servers[i].refused);
+    for (uint32_t i = 0; i < n; i++)
         gw_metrics_counter(w, "herald_redis_reconnects_total",
                            "Times the connection to the Redis server went down.",
                            (const char *const[]){"server", r->servers[i].name, NULL},
@@ -440,6 +445,9 @@ static void render_redis(gw_metrics_t *w, const gw_engine_redis_stats_t *r)
                        r->epoch_changes);
     gw_metrics_counter(w, "herald_redis_history_fetches_total",
                        "Recoveries answered from a Redis stream.", NULL, r->history_fetches);
+    gw_metrics_counter(w, "herald_redis_presence_dropped_total",
+                       "Presence and online-status writes dropped: too many waiting for Redis.",
+                       NULL, r->presence_dropped);
 }
 
 static void render_presence(gw_metrics_t *w, const totals_t *t, const gw_stats_snapshot_t *snap)

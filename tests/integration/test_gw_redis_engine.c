@@ -18,7 +18,9 @@
  *   - a Redis that hangs (SIGSTOP): past redis_max_pending, publishes are answered BUSY;
  *   - two Redis servers: channels spread over both, delivery unchanged;
  *   - presence, online status and join/leave events seen from every node, and a node killed
- *     with SIGKILL gone from both once its entries expire.
+ *     with SIGKILL gone from both once its entries expire;
+ *   - 300 users connecting and subscribing at once, then active, with a max_pending of 16:
+ *     no command refused, every user online and in the channel, every expiry renewed.
  *
  * Waiting is on events: /readyz answers, a Pong after everything queued, log lines.
  */
@@ -776,6 +778,91 @@ static void test_gw_redis_engine_presence_across_nodes(void **state)
     nodes_stop(fx);
 }
 
+/* --- online status in bulk ---------------------------------------------------------------- */
+
+#define BULK_USERS 300
+
+static const char *bulk_user(size_t i, void *arg)
+{
+    static char name[32];
+    (void)arg;
+    snprintf(name, sizeof(name), "bulk%03zu", i);
+    return name;
+}
+
+/* Each bulk user's hash's remaining time to live (PTTL, ms; negative: no key, no expiry). */
+static void bulk_pttl(redisContext *rc, long long *out)
+{
+    for (size_t i = 0; i < BULK_USERS; i++)
+        redisAppendCommand(rc, "PTTL herald:u:%s", bulk_user(i, NULL));
+    for (size_t i = 0; i < BULK_USERS; i++) {
+        redisReply *r = NULL;
+        assert_int_equal(redisGetReply(rc, (void **)&r), REDIS_OK);
+        assert_int_equal(r->type, REDIS_REPLY_INTEGER);
+        out[i] = r->integer;
+        freeReplyObject(r);
+    }
+}
+
+/* 300 users connecting and subscribing at once, then all active, with a max_pending of 16:
+ * their first connections and refreshes go out a few commands per 128 users, their
+ * subscriptions' presence writes are held back while half the link is busy, so nothing is
+ * refused. Every user is online and in the channel, and the refresh renews every user's
+ * expiry. (One command per user and field, sent at once, had most of them refused, and left
+ * those users to expire while connected.) */
+static void test_gw_redis_engine_online_in_bulk(void **state)
+{
+    fx_t *fx = *state;
+    static const char *const extra[] = {"--redis-max-pending", "16", "--presence-refresh-interval",
+                                        "1s", NULL};
+    test_herald_t *a = node_start(fx, 0, extra);
+    await_readyz(a, 200);
+    test_fleet_t *fl = NULL;
+    assert_int_equal(test_fleet_new(&fl, BULK_USERS), 0);
+    assert_int_equal(test_fleet_open(fl, a->port, 0, GW_WAIT_MS), 0);
+    if (test_fleet_hello_all(fl, NULL, bulk_user, NULL, GW_WAIT_MS) != 0 ||
+        test_fleet_subscribe_all(fl, "bulk", NULL, NULL, NULL, GW_WAIT_MS) != 0)
+        fail_msg("hello, subscribe: %s", test_fleet_what(fl));
+    json_decref(await_presence(a, "bulk", BULK_USERS));
+    int64_t deadline = test_now_ms() + 20000;
+    for (;;) {
+        json_t *counts = admin_json(a, "/api/online");
+        bool is_all = json_int(counts, "users") == BULK_USERS;
+        json_decref(counts);
+        if (is_all)
+            break;
+        if (test_ms_left(deadline) == 0)
+            fail_msg("/api/online never counted %d users", BULK_USERS);
+    }
+    struct timeval tv = {5, 0};
+    redisContext *rc = redisConnectWithTimeout("127.0.0.1", fx->redis[0].port, tv);
+    assert_true(rc && !rc->err);
+    static long long before[BULK_USERS];
+    static long long after[BULK_USERS];
+    bulk_pttl(rc, before);
+    for (size_t i = 0; i < BULK_USERS; i++)
+        if (before[i] <= 0)
+            fail_msg("%s has no expiring hash in Redis (PTTL %lld)", bulk_user(i, NULL), before[i]);
+    /* All active: once their activity stamps move on (GW_ONLINE_STAMP_MS), a refresh carries
+     * all 300 and renews every expiry. */
+    deadline = test_now_ms() + 20000;
+    for (;;) {
+        assert_int_equal(test_fleet_ping_all(fl, NULL, NULL, GW_WAIT_MS), 0);
+        bulk_pttl(rc, after);
+        size_t renewed = 0;
+        for (size_t i = 0; i < BULK_USERS; i++)
+            renewed += after[i] > before[i];
+        if (renewed == BULK_USERS)
+            break;
+        if (test_ms_left(deadline) == 0)
+            fail_msg("the refresh renewed %zu of %d users", renewed, BULK_USERS);
+    }
+    assert_true(gw_metric(a, "herald_redis_refused_commands_total", NULL) == 0.0);
+    redisFree(rc);
+    test_fleet_free(fl);
+    nodes_stop(fx);
+}
+
 int main(void)
 {
     if (!test_redis_available()) {
@@ -794,6 +881,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_gw_redis_engine_two_servers, setup2, teardown),
         cmocka_unit_test_setup_teardown(test_gw_redis_engine_presence_across_nodes, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_gw_redis_engine_online_in_bulk, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -204,6 +204,34 @@ static void test_gw_redis_schema_functions(void **state)
     x = cmd(c, 2, pttl, NULL);
     assert_true(x->integer > 0 && x->integer <= GW_REDIS_META_TTL_MS);
     freeReplyObject(x);
+    /* herald_refresh: F fields per user in each user's hash, and the hash's expiry. */
+    const char *first[] = {
+        "FCALL", "herald_refresh", "2", "herald:u:ann", "herald:u:bob", "3", "n/0:c", "n/0:l",
+        "n/0:s", "60000",          "1", "100",          "90",           "2", "200",   "80"};
+    x = cmd(c, 16, first, NULL);
+    assert_int_equal(x->integer, 2);
+    freeReplyObject(x);
+    const char *again[] = {"FCALL", "herald_refresh", "1", "herald:u:bob", "2", "n/0:c",
+                           "n/0:l", "30000",          "3", "300"};
+    x = cmd(c, 10, again, NULL);
+    assert_int_equal(x->integer, 1);
+    freeReplyObject(x);
+    static const struct {
+        const char *key, *field, *value;
+    } want[] = {{"herald:u:ann", "n/0:c", "1"},   {"herald:u:ann", "n/0:l", "100"},
+                {"herald:u:ann", "n/0:s", "90"},  {"herald:u:bob", "n/0:c", "3"},
+                {"herald:u:bob", "n/0:l", "300"}, {"herald:u:bob", "n/0:s", "80"}};
+    for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+        const char *hget[] = {"HGET", want[i].key, want[i].field};
+        x = cmd(c, 3, hget, NULL);
+        assert_int_equal(x->type, REDIS_REPLY_STRING);
+        assert_string_equal(x->str, want[i].value);
+        freeReplyObject(x);
+    }
+    const char *pttl_bob[] = {"PTTL", "herald:u:bob"};
+    x = cmd(c, 2, pttl_bob, NULL);
+    assert_true(x->integer > 0 && x->integer <= 30000);
+    freeReplyObject(x);
     redisFree(sub);
     redisFree(c);
     assert_int_equal(test_redis_stop(&redis), 0);
