@@ -4,7 +4,9 @@
 #
 # After `scenario_init "$@"` the caller has: $BUILD (build directory), $HERALD and $LOADGEN
 # (binaries), $WORK (a temporary directory removed on exit), and ARGS (the arguments the
-# library did not take). `herald_start [flags...]` sets $HERALD_PID and $HERALD_PORT.
+# library did not take). `herald_start [flags...]` sets $HERALD_PID, $HERALD_PORT and
+# $HERALD_ADMIN_PORT. A script that starts more processes of its own (several nodes, a
+# redis-server) defines scenario_on_exit, which the exit trap runs after stopping the loadgens.
 
 set -euo pipefail
 
@@ -53,6 +55,9 @@ scenario_cleanup() {
     for pid in "${LOADGEN_PIDS[@]}"; do
         kill "$pid" 2>/dev/null || true
     done
+    if declare -F scenario_on_exit >/dev/null; then
+        scenario_on_exit
+    fi
     herald_stop
     rm -rf "$WORK"
 }
@@ -65,30 +70,42 @@ pin() { # cpu
 }
 
 # Starts herald in insecure mode on free loopback ports with the given extra flags, prefixed
-# by $SCN_HERALD_PREFIX (e.g. a taskset), and waits for its ev=listening line.
-herald_start() {
-    mkfifo "$WORK/herald.fifo"
+# by $SCN_HERALD_PREFIX (e.g. a taskset), and waits for its ev=listening line; its log goes to
+# $WORK/NAME.log. Sets SPAWN_PID (the process started: herald, or the prefix's command when
+# that runs herald as a child), SPAWN_PORT and SPAWN_ADMIN_PORT.
+herald_spawn() { # name [flags...]
+    local name=$1 line
+    shift
+    mkfifo "$WORK/$name.fifo"
     # shellcheck disable=SC2086
     ${SCN_HERALD_PREFIX:-} "$HERALD" --listen 127.0.0.1:0 --admin 127.0.0.1:0 --insecure "$@" \
-        2>"$WORK/herald.fifo" &
-    HERALD_PID=$!
-    exec 7<"$WORK/herald.fifo"
-    HERALD_PORT=""
-    local line
+        2>"$WORK/$name.fifo" &
+    SPAWN_PID=$!
+    exec 7<"$WORK/$name.fifo"
+    SPAWN_PORT="" SPAWN_ADMIN_PORT=""
     while IFS= read -r -t 15 line <&7; do
-        echo "$line" >>"$WORK/herald.log"
+        echo "$line" >>"$WORK/$name.log"
         if [[ $line =~ ev=listening.*[[:space:]]port=([0-9]+) ]]; then
-            HERALD_PORT=${BASH_REMATCH[1]}
+            SPAWN_PORT=${BASH_REMATCH[1]}
+            [[ $line =~ admin_port=([0-9]+) ]] && SPAWN_ADMIN_PORT=${BASH_REMATCH[1]}
             break
         fi
     done
     # Keep draining herald's log so it never blocks on a full pipe.
-    cat <&7 >>"$WORK/herald.log" &
+    cat <&7 >>"$WORK/$name.log" &
     exec 7<&-
-    if [ -z "$HERALD_PORT" ]; then
-        cat "$WORK/herald.log" >&2
-        die "herald did not report ev=listening"
+    if [ -z "$SPAWN_PORT" ]; then
+        cat "$WORK/$name.log" >&2
+        die "herald ($name) did not report ev=listening"
     fi
+}
+
+# Starts the scenario's one herald (see herald_spawn); sets $HERALD_PID, $HERALD_PORT and
+# $HERALD_ADMIN_PORT.
+herald_start() {
+    herald_spawn herald "$@"
+    # shellcheck disable=SC2034 # read by the sourcing script
+    HERALD_PID=$SPAWN_PID HERALD_PORT=$SPAWN_PORT HERALD_ADMIN_PORT=$SPAWN_ADMIN_PORT
 }
 
 # Stops herald by PID: SIGTERM (its graceful drain), SIGKILL after 15 s.
@@ -105,16 +122,19 @@ herald_stop() {
     fi
 }
 
-# herald's resident set in KiB.
-herald_rss_kb() {
-    awk '/^VmRSS:/ {print $2}' "/proc/$HERALD_PID/status"
+# A process's resident set in KiB.
+proc_rss_kb() { # pid
+    awk '/^VmRSS:/ {print $2}' "/proc/$1/status"
 }
 
-# herald's user + system CPU time in clock ticks.
-herald_cpu_ticks() {
+# A process's user + system CPU time in clock ticks.
+proc_cpu_ticks() { # pid
     # Field 2 (comm) may hold spaces; count from after its closing parenthesis.
-    sed 's/.*) //' "/proc/$HERALD_PID/stat" | awk '{print $12 + $13}'
+    sed 's/.*) //' "/proc/$1/stat" | awk '{print $12 + $13}'
 }
+
+herald_rss_kb() { proc_rss_kb "$HERALD_PID"; }
+herald_cpu_ticks() { proc_cpu_ticks "$HERALD_PID"; }
 
 now_ns() {
     date +%s%N
