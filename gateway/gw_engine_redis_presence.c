@@ -1,7 +1,8 @@
 /*
  * gw_engine_redis_presence: online status, presence and join/leave events across nodes, for
  * the Redis engine (issue 18). See gw_engine_redis.c for the threads: the IO loops post what
- * changed to the engine thread (E), which writes it to Redis; queries read it back.
+ * changed to the engine thread (E), which writes it to Redis; gw_engine_redis_query.c reads
+ * it back.
  *
  * What is kept where (gw_redis_schema.h has the names), with n = this node's id:
  *   herald:nodes      (zset, on every server) live nodes, score = when n's entry expires;
@@ -13,15 +14,18 @@
  *   herald:ls:U       (string, U's server)    when U's last connection somewhere closed
  *   herald:p:C        (hash, C's server)      client id -> "n\tsince\tuser", C's subscribers
  *   herald:!C         (pub/sub)               C's join/leave events, "\0E1 n conn\n" + frame
- * Each IO loop refreshes its users once per [presence] refresh_interval in one batch, which
- * E turns into a few commands, RP_CHUNK users each (FCALL herald_refresh for the users' hashes
- * on each server, a variadic ZADD for herald:users; no reply waited for): one command per user
- * would fill the link's max_pending with a loop's batch of thousands and get publishes and
- * joins refused BUSY meanwhile, and the refresh's own tail dropped. A connected user is refreshed
- * at least once per idle timeout (its pings are activity), so every entry lives idle_timeout + 2
- * refresh intervals past its last refresh: a node that dies leaves nothing behind once that has
- * passed. Presence entries name their node, and a query drops (and deletes) those whose node is no
- * longer in herald:nodes, so a dead node's subscribers vanish within that time too.
+ * Each IO loop refreshes its users once per [presence] refresh_interval in one batch; E writes
+ * a batch, and the first connections it saw in one loop iteration, as one FCALL herald_refresh
+ * per RP_CHUNK users and server plus one variadic ZADD herald:users per RP_CHUNK (no reply
+ * waited for). Every write goes through re_presence_send, which holds writes back in order
+ * while half the link's max_pending is in flight. Both matter at scale: one command per user
+ * and field, sent at once, filled the link with a loop's batch of thousands, so publishes and
+ * joins were refused BUSY and the batch's tail was dropped. A connected user is refreshed at
+ * least once per idle timeout (its pings are activity), so every entry lives idle_timeout + 2
+ * refresh intervals past its last refresh: a node that dies leaves nothing behind once that
+ * has passed. Presence entries name their node, and a query (gw_engine_redis_query.c) drops
+ * and deletes those whose node is no longer in herald:nodes, so a dead node's subscribers
+ * vanish within that time too.
  *
  * Join/leave events cannot wait for a listener count: the listener may be on another node.
  * With this engine every join and leave is published on herald:!C (Redis drops it when no
