@@ -1,8 +1,8 @@
 /*
  * bench_gw_recovery_wire: the parts of bench_gw_recovery (see its header comment) that touch
- * the wire: the live publisher thread, and the fleet's raw callback, which parses Push frames
- * in place (other frames, a few per client, through protobuf-c) and checks each client's
- * recovery and order as its bytes arrive.
+ * the wire: the live publisher thread, and the fleet's raw callback, which reads Push frames
+ * in place with loadgen's lg_wire (other frames, a few per client, through protobuf-c) and checks
+ * each client's recovery and order as its bytes arrive.
  */
 #include <errno.h>
 #include <poll.h>
@@ -14,6 +14,7 @@
 #include "bench_gw_recovery.h"
 #include "herald_client.h"
 #include "herald_harness.h"
+#include "lg_wire.h"
 #include "netlib/nl_hist.h"
 #include "proto_frame.h"
 
@@ -147,75 +148,6 @@ int rec_pub_pause(pubthr_t *p)
 
 /* --- the fleet's bytes, parsed in place ------------------------------------------------------ */
 
-static bool varint(const uint8_t **p, const uint8_t *end, uint64_t *v)
-{
-    uint64_t r = 0;
-    for (int shift = 0; shift < 64 && *p < end; shift += 7) {
-        uint8_t b = *(*p)++;
-        r |= (uint64_t)(b & 0x7f) << shift;
-        if (!(b & 0x80)) {
-            *v = r;
-            return true;
-        }
-    }
-    return false;
-}
-
-/* Finds the body field of a Frame: its number and bytes. Returns false when malformed. */
-static bool frame_body(const uint8_t *p, const uint8_t *end, uint32_t *field, const uint8_t **body,
-                       size_t *blen)
-{
-    *field = 0;
-    while (p < end) {
-        uint64_t tag;
-        uint64_t v;
-        if (!varint(&p, end, &tag))
-            return false;
-        if ((tag & 7) == 0) {
-            if (!varint(&p, end, &v))
-                return false;
-        } else if ((tag & 7) == 2) {
-            if (!varint(&p, end, &v) || v > (uint64_t)(end - p))
-                return false;
-            *field = (uint32_t)(tag >> 3);
-            *body = p;
-            *blen = (size_t)v;
-            p += v;
-        } else {
-            return false;
-        }
-    }
-    return *field != 0;
-}
-
-/* Push.offset and Push.payload. */
-static void parse_push(const uint8_t *p, const uint8_t *end, uint64_t *offset,
-                       const uint8_t **payload, size_t *plen)
-{
-    while (p < end) {
-        uint64_t tag;
-        uint64_t v;
-        if (!varint(&p, end, &tag))
-            return;
-        if ((tag & 7) == 0) {
-            if (!varint(&p, end, &v))
-                return;
-            if (tag >> 3 == 2)
-                *offset = v;
-        } else if ((tag & 7) == 2) {
-            if (!varint(&p, end, &v) || v > (uint64_t)(end - p))
-                return;
-            if (tag >> 3 == 4) {
-                *payload = p;
-                *plen = (size_t)v;
-            }
-            p += v;
-        } else {
-            return;
-        }
-    }
-}
-
 void rec_client_fail(run_t *r, size_t i, int why)
 {
     client_t *c = &r->c[i];
@@ -269,13 +201,12 @@ static void go_live(run_t *r, client_t *c, uint64_t t_wall)
     nl_hist_record_local(&r->to_live_ms, (uint64_t)(r->last_live_ms - c->start_ms));
 }
 
-static void on_push(run_t *r, size_t i, const uint8_t *p, size_t len, uint64_t t_wall)
+static void on_push(run_t *r, size_t i, const lg_push_t *push, uint64_t t_wall)
 {
     client_t *c = &r->c[i];
-    uint64_t offset = 0;
-    const uint8_t *payload = NULL;
-    size_t plen = 0;
-    parse_push(p, p + len, &offset, &payload, &plen);
+    uint64_t offset = push->offset;
+    const uint8_t *payload = push->payload;
+    size_t plen = push->payload_len;
     if (c->state == CS_FAILED)
         return;
     if (offset != c->next || !payload || plen < MIN_PAYLOAD ||
@@ -351,19 +282,18 @@ size_t rec_on_raw(test_fleet_t *fl, size_t i, const char *data, size_t len, void
     r->pushes_in_read = 0;
     const uint8_t *p = (const uint8_t *)data;
     const uint8_t *end = p + len;
-    for (;;) {
-        const uint8_t *q = p;
-        uint64_t flen;
-        if (!varint(&q, end, &flen) || flen > (uint64_t)(end - q))
-            break;
-        uint32_t field = 0;
-        const uint8_t *body = NULL;
-        size_t blen = 0;
-        if (frame_body(q, q + flen, &field, &body, &blen) && field == 10)
-            on_push(r, i, body, blen, t_wall);
+    size_t hdr;
+    size_t blen;
+    while (lg_wire_split(p, (size_t)(end - p), TEST_CLIENT_MAX_FRAME, &hdr, &blen) == 1) {
+        lg_push_t push = {0};
+        int rc = lg_wire_push(p + hdr, blen, &push);
+        if (rc == 1)
+            on_push(r, i, &push, t_wall);
+        else if (rc == 0)
+            on_other(r, i, p + hdr, blen);
         else
-            on_other(r, i, q, (size_t)flen);
-        p = q + flen;
+            rec_client_fail(r, i, F_GAP); /* a malformed Push */
+        p += hdr + blen;
     }
     return (size_t)(p - (const uint8_t *)data);
 }

@@ -17,6 +17,11 @@ foreach(b bench_gw_idle bench_gw_fanout bench_gw_recovery)
         file(GLOB parts ${CMAKE_CURRENT_LIST_DIR}/${b}_*.c)
         add_executable(${b} ${CMAKE_CURRENT_LIST_DIR}/${b}.c ${parts} ${GW_BENCH_SUPPORT})
         target_include_directories(${b} PRIVATE ${PROJECT_SOURCE_DIR}/tests)
+        if(b STREQUAL "bench_gw_recovery")
+            # Reads Pushes in place with the load generator's tested, fuzzed wire reader.
+            target_sources(${b} PRIVATE ${PROJECT_SOURCE_DIR}/loadgen/lg_wire.c)
+            target_include_directories(${b} PRIVATE ${PROJECT_SOURCE_DIR}/loadgen)
+        endif()
         target_compile_definitions(${b} PRIVATE HERALD_BIN="$<TARGET_FILE:herald>")
         target_link_libraries(${b} PRIVATE herald_build proto netlib gateway_core
                               Threads::Threads)
