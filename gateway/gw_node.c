@@ -39,9 +39,10 @@ enum {
     NODE_RUNNING = 0,
     NODE_DRAIN_MARK = 1,       /* drain step D1 */
     NODE_DRAINING = 2,         /* drain step D2 */
-    NODE_CLOSING_SESSIONS = 3, /* step 2 */
-    NODE_QUIESCING = 4,        /* step 3 */
-    NODE_STOPPED = 5,
+    NODE_HANDING_OVER = 3,     /* step 1's round: fan-out batches posted */
+    NODE_CLOSING_SESSIONS = 4, /* step 2 */
+    NODE_QUIESCING = 5,        /* step 3 */
+    NODE_STOPPED = 6,
 };
 
 /* --- per-loop state ----------------------------------------------------------------------- */
@@ -176,6 +177,16 @@ static void loop_ack_run(void *arg)
     loop_ack(arg);
 }
 
+/* Step 1's round on an IO loop: posts the fan-out batches it holds, then answers. A message
+ * the node answered for before the stop (its owner loop ran it, so this post comes after it)
+ * is then queued on every subscriber's loop ahead of that loop's step 2. */
+static void loop_hand_over(void *arg)
+{
+    gw_loop_t *lp = arg;
+    gw_fanout_flush(lp);
+    loop_ack(lp);
+}
+
 /* Step 2 on an IO loop: Disconnect{SHUTDOWN} and close every session. Their on_close runs at
  * the end of this iteration, so the answer is posted from the next one. The answers made in
  * this iteration (queued for its flush) go out first: queued, they would hold the Disconnect
@@ -226,6 +237,11 @@ static void node_finish(gw_node_t *node)
  * every leave, batch and reply in flight has landed (see gw_node.h). */
 static void node_step(gw_node_t *node)
 {
+    if (node->stop_step == NODE_HANDING_OVER) {
+        node->stop_step = NODE_CLOSING_SESSIONS;
+        node_broadcast(node, loop_close_sessions);
+        return;
+    }
     uint64_t posts = 0;
     for (uint32_t i = 0; i < node->n_loops; i++)
         posts += node->loops[i].acked_cross_posts;
@@ -240,13 +256,13 @@ static void node_step(gw_node_t *node)
 
 void gw_node_stop(gw_node_t *node)
 {
-    if (node->stop_step >= NODE_CLOSING_SESSIONS)
+    if (node->stop_step >= NODE_HANDING_OVER)
         return;
     if (node->drain_timer) {
         nl_timer_close(node->drain_timer, NULL);
         node->drain_timer = NULL;
     }
-    node->stop_step = NODE_CLOSING_SESSIONS;
+    node->stop_step = NODE_HANDING_OVER;
     atomic_store(&node->is_ready, false);
     atomic_store(&node->is_draining, false);
     atomic_store(&node->is_stopping, true);
@@ -258,7 +274,7 @@ void gw_node_stop(gw_node_t *node)
         gw_http_stop(node->http);
     if (node->pool)
         nl_pool_shutdown(node->pool, NL_POOL_DISCARD);
-    node_broadcast(node, loop_close_sessions);
+    node_broadcast(node, loop_hand_over);
 }
 
 /* --- drain -------------------------------------------------------------------------------- */
@@ -389,7 +405,7 @@ static void node_on_signal(nl_signal_t *s, int signum, void *arg)
         node_drain_begin(node, name);
         return;
     }
-    if (node->stop_step >= NODE_CLOSING_SESSIONS)
+    if (node->stop_step >= NODE_HANDING_OVER)
         return; /* already stopping at once */
     NL_LOG(NL_INFO, "shutdown_begin", "signal=%s during_drain=%s", name,
            node->stop_step == NODE_RUNNING ? "false" : "true");

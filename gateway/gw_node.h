@@ -29,7 +29,9 @@
  *       GW_NODE_DRAIN_GRACE_MS has passed (ev=drain_end forced=true), steps 1-4 below run.
  * A second SIGTERM or SIGINT during the drain, or drain = 0, runs steps 1-4 at once:
  *   1. stop accepting (server closed), mark not ready, stop the HTTP server (requests waiting
- *      are answered 503), stop the worker pool (pending verifications are cancelled);
+ *      are answered 503), stop the worker pool (pending verifications are cancelled); then
+ *      every IO loop posts the fan-out batches it holds and answers, so that a message
+ *      accepted before the stop is queued to every subscriber before step 2 reaches them;
  *   2. each IO loop sends Disconnect{SHUTDOWN} to its remaining sessions and closes them;
  *   3. quiesce: rounds of "post to every loop and wait" until a round in which no loop posted
  *      to another (leaves, batches and replies in flight have all landed);
