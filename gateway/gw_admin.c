@@ -1,5 +1,6 @@
 /*
- * gw_admin: the admin routes. See gw_admin.h.
+ * gw_admin: the admin API: its HTTP server, its routes, its place beside the node. See
+ * gw_admin.h.
  *
  * POST /api/publish goes to the engine with no reply loop: the channel's owner loop answers
  * the HTTP request itself (gw_http_respond is safe from any thread), so a publish costs one
@@ -16,14 +17,11 @@
 
 #include <jansson.h>
 
+#include "gw_admin_int.h"
 #include "gw_channel_name.h"
-#include "gw_engine.h"
-#include "gw_node.h"
-#include "gw_presence.h"
-#include "gw_stats.h"
-#include "gw_token.h"
 #include "netlib/nl_common.h"
 #include "netlib/nl_log.h"
+#include "proto_frame.h"
 
 #define PROMETHEUS_TYPE "text/plain; version=0.0.4; charset=utf-8"
 
@@ -49,7 +47,7 @@ static void admin_published(const gw_engine_reply_t *r, const gw_engine_result_t
         return;
     }
     char epoch[17];
-    gw_engine_epoch_str(res->epoch, epoch);
+    proto_epoch_str(res->epoch, epoch);
     char body[96];
     int n = snprintf(body, sizeof(body), "{\"offset\":%" PRIu64 ",\"epoch\":\"%s\"}", res->offset,
                      epoch);
@@ -71,21 +69,22 @@ static const char *admin_channel(gw_http_req_t *req, gw_node_t *node, size_t *le
 
 static void admin_publish(gw_http_req_t *req, void *arg)
 {
-    gw_node_t *node = arg;
+    gw_admin_t *a = arg;
+    gw_node_t *node = a->node;
     size_t chan_len = 0;
     const char *chan = admin_channel(req, node, &chan_len);
     if (!chan) {
         gw_http_respond_error(req, 400, "bad or missing channel");
         return;
     }
-    if (atomic_load_explicit(&node->is_stopping, memory_order_relaxed)) {
+    if (gw_node_is_stopping(node)) {
         gw_http_respond_error(req, 503, "shutting down");
         return;
     }
     size_t len;
     const char *body = gw_http_req_body(req, &len);
     gw_engine_reply_t reply = {.loop = NULL, .cb = admin_published, .ptr = req};
-    int err = gw_engine_publish(node->engine, chan, chan_len, body, len, &reply);
+    int err = gw_engine_publish(gw_node_engine(node), chan, chan_len, body, len, &reply);
     if (err == -ESHUTDOWN)
         gw_http_respond_error(req, 503, "shutting down");
     else if (err < 0)
@@ -142,7 +141,8 @@ static void admin_query_failed(gw_http_req_t *req, int err)
 
 static void admin_presence(gw_http_req_t *req, void *arg)
 {
-    gw_node_t *node = arg;
+    gw_admin_t *a = arg;
+    gw_node_t *node = a->node;
     size_t len = 0;
     const char *chan = admin_channel(req, node, &len);
     if (!chan) {
@@ -150,7 +150,7 @@ static void admin_presence(gw_http_req_t *req, void *arg)
         return;
     }
     gw_engine_reply_t reply = {.loop = NULL, .cb = admin_presence_done, .ptr = req};
-    int err = node->engine->ops->presence(node->engine, chan, len, &reply);
+    int err = gw_node_engine(node)->ops->presence(gw_node_engine(node), chan, len, &reply);
     if (err < 0)
         admin_query_failed(req, err);
 }
@@ -207,20 +207,21 @@ static bool admin_is_user_id(const char *user, size_t len)
 /* GET /api/online?user=U for one user, GET /api/online for the counts. */
 static void admin_online(gw_http_req_t *req, void *arg)
 {
-    gw_node_t *node = arg;
+    gw_admin_t *a = arg;
+    gw_node_t *node = a->node;
     size_t len = 0;
     const char *user = gw_http_req_query_n(req, "user", &len);
     gw_engine_reply_t reply = {.loop = NULL, .ptr = req};
     int err;
     if (!user) {
         reply.cb = admin_online_counts_done;
-        err = node->engine->ops->online_counts(node->engine, &reply);
+        err = gw_node_engine(node)->ops->online_counts(gw_node_engine(node), &reply);
     } else if (!admin_is_user_id(user, len)) {
         gw_http_respond_error(req, 400, "bad user");
         return;
     } else {
         reply.cb = admin_online_done;
-        err = node->engine->ops->online(node->engine, user, len, &reply);
+        err = gw_node_engine(node)->ops->online(gw_node_engine(node), user, len, &reply);
     }
     if (err < 0)
         admin_query_failed(req, err);
@@ -228,34 +229,44 @@ static void admin_online(gw_http_req_t *req, void *arg)
 
 /* --- metrics and stats -------------------------------------------------------------------- */
 
-static void admin_render(gw_stats_snapshot_t *snap, gw_http_req_t *req, gw_metrics_format_t fmt)
+/* A scrape on its way through the IO loops. */
+typedef struct admin_scrape_s {
+    gw_admin_t *a;
+    gw_http_req_t *req;
+    gw_metrics_format_t format;
+} admin_scrape_t;
+
+/* On the loop that finished the collection. */
+static void admin_scraped(gw_stats_snapshot_t *snap, void *arg)
 {
+    admin_scrape_t *sc = arg;
+    gw_http_stats_t http;
+    gw_http_stats(sc->a->http, &http);
     char *text = NULL;
     size_t len = 0;
-    int err = gw_stats_render(snap, fmt, &text, &len);
+    int err = gw_admin_render(snap, gw_node_engine(sc->a->node), &http, sc->format, &text, &len);
     gw_stats_snapshot_free(snap);
     if (err < 0) {
         NL_LOG(NL_ERROR, "metrics_render_failed", "err=%s", nl_strerror(err));
-        gw_http_respond_error(req, 500, "metrics rendering failed");
-        return;
+        gw_http_respond_error(sc->req, 500, "metrics rendering failed");
+    } else {
+        gw_http_respond(sc->req, 200, sc->format == GW_METRICS_PROMETHEUS ? PROMETHEUS_TYPE : NULL,
+                        text, len);
     }
-    gw_http_respond(req, 200, fmt == GW_METRICS_PROMETHEUS ? PROMETHEUS_TYPE : NULL, text, len);
     free(text);
+    free(sc);
 }
 
-static void admin_metrics_done(gw_stats_snapshot_t *snap, void *arg)
+static void admin_collect(gw_http_req_t *req, gw_admin_t *a, gw_metrics_format_t format)
 {
-    admin_render(snap, arg, GW_METRICS_PROMETHEUS);
-}
-
-static void admin_stats_done(gw_stats_snapshot_t *snap, void *arg)
-{
-    admin_render(snap, arg, GW_METRICS_JSON);
-}
-
-static void admin_collect(gw_http_req_t *req, gw_node_t *node, gw_stats_done_cb done)
-{
-    int err = gw_stats_collect(node, done, req);
+    admin_scrape_t *sc = malloc(sizeof(*sc));
+    int err = sc ? 0 : -ENOMEM;
+    if (sc) {
+        *sc = (admin_scrape_t){.a = a, .req = req, .format = format};
+        err = gw_stats_collect(a->node, admin_scraped, sc);
+        if (err < 0)
+            free(sc);
+    }
     if (err == -ESHUTDOWN)
         gw_http_respond_error(req, 503, "shutting down");
     else if (err < 0)
@@ -264,12 +275,12 @@ static void admin_collect(gw_http_req_t *req, gw_node_t *node, gw_stats_done_cb 
 
 static void admin_metrics(gw_http_req_t *req, void *arg)
 {
-    admin_collect(req, arg, admin_metrics_done);
+    admin_collect(req, arg, GW_METRICS_PROMETHEUS);
 }
 
 static void admin_stats(gw_http_req_t *req, void *arg)
 {
-    admin_collect(req, arg, admin_stats_done);
+    admin_collect(req, arg, GW_METRICS_JSON);
 }
 
 /* --- health ------------------------------------------------------------------------------- */
@@ -283,9 +294,11 @@ static void admin_healthz(gw_http_req_t *req, void *arg)
 
 static void admin_readyz(gw_http_req_t *req, void *arg)
 {
-    gw_node_t *node = arg;
-    bool is_up = atomic_load_explicit(&node->is_ready, memory_order_relaxed);
-    bool is_engine_ready = node->engine && node->engine->ops->is_ready(node->engine);
+    gw_admin_t *a = arg;
+    gw_node_t *node = a->node;
+    bool is_up = gw_node_is_ready(node);
+    gw_engine_t *engine = gw_node_engine(node);
+    bool is_engine_ready = engine && engine->ops->is_ready(engine);
     static const char ready[] = "{\"status\":\"ready\"}";
     static const char not_ready[] = "{\"status\":\"not_ready\"}";
     /* Serving its own clients, but not reaching Redis: other nodes' messages do not arrive,
@@ -299,21 +312,87 @@ static void admin_readyz(gw_http_req_t *req, void *arg)
         gw_http_respond(req, 503, NULL, not_ready, sizeof(not_ready) - 1);
 }
 
-int gw_admin_register(gw_http_t *http, gw_node_t *node)
+static int admin_routes(gw_http_t *http, gw_admin_t *a)
 {
-    int err = gw_http_route(http, "POST", "/api/publish", admin_publish, node);
+    int err = gw_http_route(http, "POST", "/api/publish", admin_publish, a);
     if (err == 0)
-        err = gw_http_route(http, "GET", "/metrics", admin_metrics, node);
+        err = gw_http_route(http, "GET", "/metrics", admin_metrics, a);
     if (err == 0)
-        err = gw_http_route(http, "GET", "/api/stats", admin_stats, node);
+        err = gw_http_route(http, "GET", "/api/stats", admin_stats, a);
     if (err == 0)
-        err = gw_http_route(http, "GET", "/api/presence", admin_presence, node);
+        err = gw_http_route(http, "GET", "/api/presence", admin_presence, a);
     if (err == 0)
-        err = gw_http_route(http, "GET", "/api/online", admin_online, node);
+        err = gw_http_route(http, "GET", "/api/online", admin_online, a);
     if (err == 0)
-        err = gw_http_route_public(http, "GET", "/healthz", admin_healthz, node);
+        err = gw_http_route_public(http, "GET", "/healthz", admin_healthz, a);
     if (err == 0)
         /* Public like /healthz: load balancers probe readiness without a key. */
-        err = gw_http_route_public(http, "GET", "/readyz", admin_readyz, node);
+        err = gw_http_route_public(http, "GET", "/readyz", admin_readyz, a);
     return err;
+}
+
+/* --- beside the node ---------------------------------------------------------------------- */
+
+/* Shutdown step 1: requests waiting are answered 503, and nothing new comes in. */
+static void admin_on_stop(void *arg)
+{
+    gw_admin_t *a = arg;
+    gw_http_stop(a->http);
+}
+
+static void admin_on_reload(void *arg, const gw_config_t *old, const gw_config_t *cfg)
+{
+    gw_admin_t *a = arg;
+    if (cfg->admin_max_body_bytes != old->admin_max_body_bytes ||
+        cfg->admin_request_timeout_ms != old->admin_request_timeout_ms)
+        gw_http_set_limits(a->http, cfg->admin_max_body_bytes, cfg->admin_request_timeout_ms);
+}
+
+int gw_admin_new(gw_admin_t **out, gw_node_t *node, const gw_config_t *cfg)
+{
+    gw_admin_t *a = calloc(1, sizeof(*a));
+    if (!a)
+        return -ENOMEM;
+    a->node = node;
+    gw_http_opts_t opts = {
+        .host = cfg->admin_host,
+        .port = cfg->admin_port,
+        .api_key = cfg->admin_api_key,
+        .max_body_bytes = cfg->admin_max_body_bytes,
+        .request_timeout_ms = cfg->admin_request_timeout_ms,
+    };
+    int err = gw_http_new(&a->http, &opts);
+    if (err == 0)
+        err = admin_routes(a->http, a);
+    if (err == 0)
+        err = gw_http_start(a->http);
+    if (err == 0) {
+        gw_node_part_t part = {
+            .port_key = "admin_port",
+            .port = gw_http_port(a->http),
+            .on_reload = admin_on_reload,
+            .on_stop = admin_on_stop,
+            .arg = a,
+        };
+        err = gw_node_attach(node, &part);
+    }
+    if (err < 0) {
+        NL_LOG(NL_ERROR, "admin_listen_failed", "host=%s port=%u err=%s", cfg->admin_host,
+               cfg->admin_port, nl_strerror(err));
+        gw_admin_free(a);
+        return err;
+    }
+    *out = a;
+    return 0;
+}
+
+void gw_admin_free(gw_admin_t *a)
+{
+    if (!a)
+        return;
+    if (a->http) {
+        gw_http_stop(a->http);
+        gw_http_free(a->http);
+    }
+    free(a);
 }

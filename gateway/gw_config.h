@@ -44,6 +44,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "gw_fanout.h"
 #include "gw_history_rules.h"
 
 #define GW_CONFIG_HOST_MAX 256           /* host names and addresses, bytes including the NUL */
@@ -55,10 +56,6 @@
 #define GW_CONFIG_REDIS_LIST_MAX 1024    /* [engine] redis, with the NUL */
 #define GW_CONFIG_REDIS_SERVERS_MAX 16   /* servers in that list */
 
-typedef enum gw_slow_policy_e {
-    GW_SLOW_DROP = 0,       /* drop messages for the slow subscriber and count them */
-    GW_SLOW_DISCONNECT = 1, /* close the slow subscriber's connection */
-} gw_slow_policy_t;
 
 typedef enum gw_engine_kind_e {
     GW_ENGINE_MEMORY = 0, /* one node, embedded */
@@ -185,6 +182,14 @@ int gw_config_validate(const gw_config_t *cfg, FILE *err);
  * Thread: main thread at startup. */
 int gw_config_load(gw_config_t *cfg, int argc, char *const *argv, char *const *envp, FILE *err,
                    gw_config_action_t *action);
+
+/* Where a running config came from, read again on SIGHUP (gw_config_load's arguments). The
+ * arrays must outlive whoever keeps this: main's argv and environ. */
+typedef struct gw_config_source_s {
+    int argc;
+    char *const *argv;
+    char *const *envp;
+} gw_config_source_t;
 
 /* One setting that differs between two configs (gw_config_reconcile). */
 typedef struct gw_config_change_s {

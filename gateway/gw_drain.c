@@ -11,7 +11,7 @@
 #include <errno.h>
 #include <stdlib.h>
 
-#include "gw_node.h"
+#include "gw_node_int.h"
 #include "gw_session.h"
 #include "netlib/nl_common.h"
 #include "netlib/nl_log.h"
@@ -52,7 +52,7 @@ static void drain_on_tick(nl_timer_t *t, void *arg)
     NL_UNUSED(t);
     gw_loop_t *lp = arg;
     gw_drain_t *d = &lp->drain;
-    uint64_t elapsed_ms = nl_loop_now_ms(lp->loop) - d->start_ms;
+    uint64_t elapsed_ms = nl_loop_now_ms(lp->fo.loop) - d->start_ms;
     /* Session i goes at (i + 1/2) * window / n: evenly spaced, the first half a spacing in
      * and the last half a spacing before the end. No overflow: at most 10^7 sessions times a
      * window of at most an hour in ms. */
@@ -80,11 +80,11 @@ int gw_drain_start(gw_loop_t *lp, uint64_t window_ms, gw_drain_done_cb on_draine
     gw_drain_t *d = &lp->drain;
     if (d->timer)
         return -EALREADY;
-    int err = nl_timer_new(&d->timer, lp->loop, drain_on_tick, lp);
+    int err = nl_timer_new(&d->timer, lp->fo.loop, drain_on_tick, lp);
     if (err < 0)
         return err;
     d->window_ms = window_ms;
-    d->start_ms = nl_loop_now_ms(lp->loop);
+    d->start_ms = nl_loop_now_ms(lp->fo.loop);
     d->on_drained = on_drained;
     d->next = 0;
     d->is_swept = false;

@@ -9,14 +9,14 @@
  *     64-bit value, shown on the wire as 16 lower-case hex digits (gw_engine_epoch_str), that
  *     changes whenever the channel's offsets restart.
  *   - Delivery: the engine encodes the Push once (gw_msg_new) and hands it to gw_fanout on
- *     some IO loop, which takes it to every loop that joined the channel. Each loop sees a
- *     channel's messages in offset order.
+ *     some IO loop, or to an outbox of its own (gw_fanout_outbox_t), which takes it to every
+ *     loop that joined the channel. Each loop sees a channel's messages in offset order.
  *   - Join/leave: gw_sub asks, per loop, to join a channel when the loop's first subscriber
  *     arrives and to leave when its last goes. The engine answers a join on the joining loop
- *     with gw_sub_joined(status, offset, epoch), ordered after every message it delivered to
- *     that loop before the join took effect and before every message after it, so a new
- *     subscriber sees neither a gap nor a duplicate. Joins and leaves of one loop are handled
- *     in the order they were asked.
+ *     with gw_sub_joined(status, offset, epoch) (gw_engine_join_answer), ordered after every
+ *     message it delivered to that loop before the join took effect and before every message
+ *     after it, so a new subscriber sees neither a gap nor a duplicate. Joins and leaves of one
+ *     loop are handled in the order they were asked.
  *   - Replies: publish, presence and the online queries answer through a gw_engine_reply_t,
  *     exactly once. With a reply loop the callback runs on that loop (posted); without one it
  *     runs on whichever engine thread finished the work, and must then only do thread-safe
@@ -49,16 +49,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "gw_config.h"
+#include "gw_fanout.h"
 #include "gw_history.h"
+#include "gw_metrics.h"
+#include "gw_presence.h"
 #include "netlib/nl_loop.h"
 
 typedef struct gw_engine_s gw_engine_t;
-typedef struct gw_node_s gw_node_t;
 typedef struct gw_engine_reply_s gw_engine_reply_t;
-typedef struct gw_config_s gw_config_t;
-typedef struct gw_event_s gw_event_t;
-typedef struct gw_presence_client_s gw_presence_client_t;
-typedef struct gw_presence_batch_s gw_presence_batch_t;
 
 /* What a request produced: status 0 or a negative errno (-ENOMEM, -ESHUTDOWN, ...); for a
  * publish the message's offset and epoch; data is the answer of a query (presence: a
@@ -108,29 +107,6 @@ typedef struct gw_engine_history_s {
     gw_msg_t *const *msgs; /* oldest first: offsets since + 1 .. latest */
 } gw_engine_history_t;
 
-/* The Redis engine's own figures (zero for the memory engine). */
-#define GW_ENGINE_REDIS_SERVERS_MAX 16
-typedef struct gw_engine_redis_stats_s {
-    uint32_t n_servers;
-    struct {
-        const char *name; /* "host:port", alive as long as the engine */
-        bool is_up;       /* connected, functions loaded */
-        uint64_t pending; /* commands in flight */
-        uint64_t refused; /* commands refused: max_pending in flight already */
-        uint64_t reconnects;
-    } servers[GW_ENGINE_REDIS_SERVERS_MAX];
-    uint64_t delivered;        /* messages from Redis handed to the loops */
-    uint64_t lost;             /* offsets that never arrived */
-    uint64_t duplicates;       /* offsets that arrived twice */
-    uint64_t unsequenced;      /* plain PUBLISHes delivered (offset 0) */
-    uint64_t local_only;       /* publishes delivered here only, Redis down */
-    uint64_t busy;             /* publishes refused, too many commands in flight */
-    uint64_t join_timeouts;    /* subscriptions refused for want of Redis */
-    uint64_t epoch_changes;    /* channel epochs that changed under subscribers */
-    uint64_t history_fetches;  /* recoveries read from Redis streams */
-    uint64_t presence_dropped; /* presence and online-status writes dropped (held back too many) */
-} gw_engine_redis_stats_t;
-
 /* Engine counters, summed over its threads at scrape time. */
 typedef struct gw_engine_stats_s {
     uint64_t channels;          /* channels with state (subscribed somewhere, or history; listener
@@ -142,7 +118,7 @@ typedef struct gw_engine_stats_s {
     uint64_t history_bytes;     /* their memory, estimated (gw_history.h) */
     uint64_t history_max_bytes; /* the cap on history_bytes */
     uint64_t history_evicted[GW_HISTORY_EVICT_REASONS];
-    gw_engine_redis_stats_t redis;
+    uint64_t event_failures; /* join/leave events lost to a failed allocation or post */
 } gw_engine_stats_t;
 
 typedef struct gw_engine_ops_s {
@@ -211,6 +187,9 @@ typedef struct gw_engine_ops_s {
     void (*reconfigure)(gw_engine_t *e, uint32_t loop_index, const gw_config_t *cfg);
     /* Adds loop loop_index's share of the engine counters into out. Thread: that loop. */
     void (*loop_stats)(gw_engine_t *e, uint32_t loop_index, gw_engine_stats_t *out);
+    /* Writes the engine's own metric families (the Redis engine's herald_redis_*) into w.
+     * May be NULL (none). Thread: any (it reads only what is safe to read from anywhere). */
+    void (*metrics)(const gw_engine_t *e, gw_metrics_t *w);
     /* Readiness (the memory engine is always ready; Redis is not while disconnected). */
     bool (*is_ready)(const gw_engine_t *e);
     /* The node is about to stop the IO loops: the engine must post nothing to them from now
@@ -225,22 +204,52 @@ struct gw_engine_s {
     const gw_engine_ops_t *ops;
 };
 
-/* Creates the embedded memory engine over node's IO loops: each channel is owned by loop
- * gw_sub_hash(channel) % loop count, which holds its offset, epoch, audience bitmask (up to
- * 64 loops) and history. History rules and cap come from the node's config (later from
- * reconfigure). Returns: 0; -EINVAL (more than 64 IO loops); -ENOMEM. Thread: the node's, before
- * the loops carry traffic. Ownership: free with gw_engine_free. */
-int gw_engine_memory_new(gw_engine_t **out, gw_node_t *node);
+/* --- the host: what a node gives an engine --------------------------------------------------- */
 
-/* Creates the Redis engine (gw_engine_redis.c) over node's IO loops and the servers of the
- * node's [engine] redis; it starts its own thread and connects at once (a Redis that is not
- * there yet is retried with backoff; meanwhile the engine is not ready).
- * Returns: 0; -EINVAL (no servers, bad list); -ENOMEM; a thread start error. Thread: the
- * node's, before the IO loops start. Ownership: free with gw_engine_free. */
-int gw_engine_redis_new(gw_engine_t **out, gw_node_t *node);
+/* The node's side. Loop hooks run on IO loop `loop`'s own thread (the engine posts there
+ * first); the others on any thread. */
+typedef struct gw_engine_host_ops_s {
+    /* Loop `loop`'s share of a presence query: its visible subscribers of chan[0..len), at
+     * most the loop's [presence] max_clients listed (out->limit says how many that is).
+     * Returns: 0; -ENOMEM (out holds what fit). */
+    int (*presence_part)(void *arg, uint32_t loop, const char *chan, size_t len,
+                         gw_presence_part_t *out);
+    /* Loop `loop`'s share of user[0..len)'s online status. */
+    void (*online_part)(void *arg, uint32_t loop, const char *user, size_t len,
+                        gw_online_part_t *out);
+    /* Loop `loop`'s users online and their connections; with names (not NULL) the users'
+     * names too (a share of a count of distinct users). Returns: 0; -ENOMEM. */
+    int (*counts_part)(void *arg, uint32_t loop, uint64_t *users, uint64_t *conns,
+                       gw_online_list_t *names);
+    /* Loop `loop` tells the engine again of every online user and visible subscription
+     * (user_online, presence_add): a shared engine's server lost them. */
+    void (*resync)(void *arg, uint32_t loop);
+    /* The node's open client connections. */
+    uint64_t (*connections)(void *arg);
+    /* Whether the node takes work (started, not draining or stopping). */
+    bool (*is_ready)(void *arg);
+    /* Whether the node is stopping: requests from outside the IO loops are refused. */
+    bool (*is_stopping)(void *arg);
+} gw_engine_host_ops_t;
 
-/* Writes epoch as 16 lower-case hex digits and a NUL into out (17 bytes). Thread: any. */
-void gw_engine_epoch_str(uint64_t epoch, char out[17]);
+typedef struct gw_engine_host_s {
+    gw_fanout_t *fanout;     /* the node's IO loops */
+    const gw_config_t *cfg;  /* the config at start; an engine copies what it keeps */
+    const char *node_id;     /* lives as long as the node */
+    const gw_engine_host_ops_t *ops;
+    void *arg;
+} gw_engine_host_t;
+
+/* Creates an engine over host's IO loops (copied; what it points to outlives the engine).
+ * Returns: 0; -EINVAL (a bad setting); -ENOMEM; a thread start error. Thread: the node's,
+ * before the IO loops run. Ownership: free with gw_engine_free. */
+typedef int (*gw_engine_new_cb)(gw_engine_t **out, const gw_engine_host_t *host);
+
+/* One kind of engine. */
+typedef struct gw_engine_type_s {
+    const char *name; /* [engine] type */
+    gw_engine_new_cb create;
+} gw_engine_type_t;
 
 static inline int gw_engine_publish(gw_engine_t *e, const char *chan, size_t chan_len,
                                     const void *payload, size_t len, const gw_engine_reply_t *reply)
@@ -267,10 +276,6 @@ static inline int gw_engine_history(gw_engine_t *e, uint32_t loop_index, const c
     return e->ops->history(e, loop_index, chan, chan_len, hash, since, epoch, max_bytes, reply);
 }
 
-/* Parses 16 lower-case hex digits (gw_engine_epoch_str's form) into *epoch.
- * Returns: 0; -EINVAL for anything else. Thread: any. */
-int gw_engine_epoch_parse(const char *text, uint64_t *epoch);
-
 /* Static snake_case label of a recovery result ("recovered", "not_covered"). Thread: any. */
 const char *gw_recovery_str(gw_recovery_t r);
 
@@ -279,5 +284,110 @@ static inline void gw_engine_free(gw_engine_t *e)
     if (e)
         e->ops->free(e);
 }
+
+/* --- what every engine shares --------------------------------------------------------------- */
+
+/* A seed for a node's epochs: random per start (getrandom, or the clock and pid without it).
+ * Thread: any. */
+uint64_t gw_engine_epoch_seed(void);
+
+/* splitmix64's finaliser: a bijection, so distinct inputs give distinct epochs. */
+static inline uint64_t gw_engine_epoch_mix(uint64_t x)
+{
+    x ^= x >> 30;
+    x *= UINT64_C(0xbf58476d1ce4e5b9);
+    x ^= x >> 27;
+    x *= UINT64_C(0x94d049bb133111eb);
+    x ^= x >> 31;
+    return x;
+}
+
+/* A publish on its way to the engine, and its answer on its way back. */
+typedef struct gw_engine_pub_s {
+    void *engine;
+    gw_engine_reply_t reply;
+    gw_engine_result_t result;
+    uint32_t hash;
+    uint32_t chan_len;
+    size_t payload_len;
+    char data[]; /* channel, NUL, payload */
+} gw_engine_pub_t;
+
+/* Copies a publish into a request (result zeroed). Returns it, or NULL (ENOMEM). Thread: any. */
+gw_engine_pub_t *gw_engine_pub_new(void *engine, const char *chan, size_t chan_len, uint32_t hash,
+                                   const void *payload, size_t len, const gw_engine_reply_t *reply);
+
+static inline const char *gw_engine_pub_payload(const gw_engine_pub_t *p)
+{
+    return p->data + p->chan_len + 1;
+}
+
+/* Runs p's reply callback with its result and frees p (for nl_loop_post). */
+void gw_engine_pub_reply_run(void *p);
+
+/* A join or leave on its way to the engine, and a join's answer on its way back (status,
+ * offset, epoch). No padding: 40 bytes before the name, as in a gw_sub_entry_t, so that at a
+ * subscribe storm the freed requests are exactly the malloc size the new index entries and
+ * channels ask for. With 8 bytes of padding they were one 16-byte size class larger and,
+ * reused for those, wasted 16 bytes each (measured: 12,000 of 19,000 engine channels in
+ * 80-byte chunks instead of 64). */
+typedef struct gw_engine_join_s {
+    void *engine;
+    uint32_t loop_index; /* the joining (leaving) loop */
+    uint32_t hash;
+    int status;
+    uint32_t chan_len;
+    uint64_t offset;
+    uint64_t epoch;
+    char chan[];
+} gw_engine_join_t;
+
+_Static_assert(sizeof(void *) != 8 || sizeof(gw_engine_join_t) == 40,
+               "no padding in a join request (LP64)");
+
+/* A zeroed request for loop_index's join or leave of chan. Returns NULL (ENOMEM). Thread: any. */
+gw_engine_join_t *gw_engine_join_new(void *engine, uint32_t loop_index, const char *chan,
+                                     size_t chan_len, uint32_t hash);
+
+/* Answers j's join on its loop (gw_sub_joined with j's status, offset and epoch) and frees j:
+ * at once when the caller is that loop, else posted right after out's batch for it (out may be
+ * NULL: nothing batched), so that the answer lands after every message sent before it. An
+ * answer that cannot travel is logged and lost (its subscribers would wait: say so loudly).
+ * Thread: out's owner (or an IO loop of hub). */
+void gw_engine_join_answer(gw_fanout_t *hub, gw_fanout_outbox_t *out, gw_engine_join_t *j);
+
+/* A history request on its way to the engine, and its answer on its way back. */
+typedef struct gw_engine_hist_s {
+    void *engine;
+    gw_engine_reply_t reply;
+    uint32_t loop_index; /* the asking loop */
+    uint32_t hash;
+    uint64_t epoch; /* the client's */
+    uint64_t max_bytes;
+    int status;
+    gw_engine_history_t answer;
+    gw_msg_t **msgs; /* the answer's references */
+    uint32_t n_msgs;
+    uint32_t cap_msgs;
+    struct gw_engine_hist_s *next; /* an engine's list of requests waiting on a channel */
+    char chan[];
+} gw_engine_hist_t;
+
+/* A request for chan's messages after since in epoch (answer zeroed but for chan and since).
+ * Returns NULL (ENOMEM). Thread: any. */
+gw_engine_hist_t *gw_engine_hist_new(void *engine, uint32_t loop_index, const char *chan,
+                                     size_t chan_len, uint32_t hash, uint64_t since,
+                                     uint64_t epoch, uint64_t max_bytes,
+                                     const gw_engine_reply_t *reply);
+
+/* Appends a reference to m to h's answer. Returns: 0; -ENOMEM. */
+int gw_engine_hist_add(gw_engine_hist_t *h, gw_msg_t *m);
+
+/* Frees h and drops its references. */
+void gw_engine_hist_free(gw_engine_hist_t *h);
+
+/* Sends h's answer to its loop, as gw_engine_join_answer does (after out's batch), runs the
+ * reply there and frees h. Thread: out's owner (or an IO loop of hub). */
+void gw_engine_hist_answer(gw_fanout_t *hub, gw_fanout_outbox_t *out, gw_engine_hist_t *h);
 
 #endif

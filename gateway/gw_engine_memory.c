@@ -36,24 +36,18 @@
  * the audience (events are few: no batching), so each loop sees a channel's events in one
  * order. Listener channels are engine channels like any other, but not counted as channels.
  */
+#include "gw_engine_memory.h"
+
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
-#include <unistd.h>
 
 #include "gw_chantab.h"
-#include "gw_config.h"
-#include "gw_engine.h"
-#include "gw_fanout.h"
-#include "gw_node.h"
-#include "gw_presence.h"
 #include "gw_presence_mem.h"
-#include "gw_sub.h"
 #include "netlib/nl_common.h"
 #include "netlib/nl_log.h"
 
-/* 40 bytes before the name, like a gw_sub_entry_t and a mem_join_req_t (see there). */
+/* 40 bytes before the name, like a gw_sub_entry_t and a gw_engine_join_t (see there). */
 typedef struct mem_chan_s {
     uint64_t last_offset; /* 0: nothing published in this epoch yet */
     uint64_t epoch;
@@ -75,6 +69,7 @@ typedef struct mem_shard_s {
     gw_history_rules_t rules;
     uint64_t next_sweep_ns;
     uint64_t listener_channels; /* of tab.count, listener channels (not counted as channels) */
+    uint64_t event_failures;    /* events lost to a failed post */
 } mem_shard_t;
 
 /* How often tick ages histories out. */
@@ -82,96 +77,19 @@ typedef struct mem_shard_s {
 
 typedef struct mem_engine_s {
     gw_engine_t base;
-    gw_node_t *node;
+    gw_engine_host_t host;
+    gw_fanout_t *hub;
     uint32_t n_loops;
     uint64_t epoch_seed; /* random per node start */
     mem_shard_t *shards;
     gw_presence_mem_t *presence;
 } mem_engine_t;
 
-/* A publish travelling to the owner, and its answer travelling back. */
-typedef struct mem_pub_req_s {
-    mem_engine_t *me;
-    gw_engine_reply_t reply;
-    gw_engine_result_t result;
-    uint32_t hash;
-    uint32_t chan_len;
-    size_t payload_len;
-    char data[]; /* channel, NUL, payload */
-} mem_pub_req_t;
-
-/* A join or leave travelling to the owner; a join's answer travels back in it. The layout
- * has no padding: 40 bytes before the name, as in a gw_sub_entry_t, so that at a subscribe
- * storm the freed requests are exactly the malloc size the new index entries and channels
- * ask for. With 8 bytes of padding they were one 16-byte size class larger and, reused for
- * those, wasted 16 bytes each (measured: 12,000 of 19,000 engine channels in 80-byte chunks
- * instead of 64). */
-typedef struct mem_join_req_s {
-    mem_engine_t *me;
-    uint32_t loop_index;
-    uint32_t hash;
-    int status;
-    uint32_t chan_len;
-    uint64_t offset;
-    uint64_t epoch;
-    char chan[];
-} mem_join_req_t;
-
-_Static_assert(sizeof(void *) != 8 || sizeof(mem_join_req_t) == 40,
-               "no padding in a join request (LP64)");
-
-/* Called twice per publish (the Push and the PublishOk); snprintf's format parsing was 1% of
- * a seed run's loop (perf), so the digits are written directly. */
-int gw_engine_epoch_parse(const char *text, uint64_t *epoch)
-{
-    uint64_t v = 0;
-    for (int i = 0; i < 16; i++) {
-        char ch = text[i];
-        int d = ch >= '0' && ch <= '9' ? ch - '0' : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10 : -1;
-        if (d < 0)
-            return -EINVAL;
-        v = v << 4 | (uint64_t)d;
-    }
-    if (text[16] != '\0')
-        return -EINVAL;
-    *epoch = v;
-    return 0;
-}
-
-const char *gw_recovery_str(gw_recovery_t r)
-{
-    static const char *const names[GW_RECOVERY_RESULTS] = {
-        [GW_RECOVERY_RECOVERED] = "recovered",     [GW_RECOVERY_EPOCH_CHANGED] = "epoch_changed",
-        [GW_RECOVERY_NOT_COVERED] = "not_covered", [GW_RECOVERY_NO_HISTORY] = "no_history",
-        [GW_RECOVERY_TOO_LARGE] = "too_large",
-    };
-    return (unsigned)r < GW_RECOVERY_RESULTS ? names[r] : "unknown";
-}
-
-void gw_engine_epoch_str(uint64_t epoch, char out[17])
-{
-    static const char digits[] = "0123456789abcdef";
-    for (int i = 15; i >= 0; i--, epoch >>= 4)
-        out[i] = digits[epoch & 0xf];
-    out[16] = '\0';
-}
-
-/* splitmix64's finaliser: a bijection, so distinct inputs give distinct epochs. */
-static uint64_t mix64(uint64_t x)
-{
-    x ^= x >> 30;
-    x *= UINT64_C(0xbf58476d1ce4e5b9);
-    x ^= x >> 27;
-    x *= UINT64_C(0x94d049bb133111eb);
-    x ^= x >> 31;
-    return x;
-}
-
 /* A fresh epoch: unique per (shard, sequence), unpredictable across node starts. */
 static uint64_t mem_new_epoch(mem_engine_t *me, uint32_t shard)
 {
     uint64_t seq = me->shards[shard].epoch_seq++;
-    return mix64(me->epoch_seed ^ ((uint64_t)shard << 56) ^ seq);
+    return gw_engine_epoch_mix(me->epoch_seed ^ ((uint64_t)shard << 56) ^ seq);
 }
 
 static mem_chan_t *chan_of(gw_chankey_t *k)
@@ -233,16 +151,16 @@ static void mem_chan_free(mem_shard_t *sh, mem_chan_t *c)
 /* --- publish ------------------------------------------------------------------------------ */
 
 /* On the owner: assigns the offset and hands the message to the audience. */
-static void mem_publish_here(mem_engine_t *me, gw_loop_t *lp, const char *chan, size_t chan_len,
-                             uint32_t hash, const void *payload, size_t len,
+static void mem_publish_here(mem_engine_t *me, gw_fanout_loop_t *fl, const char *chan,
+                             size_t chan_len, uint32_t hash, const void *payload, size_t len,
                              gw_engine_result_t *res)
 {
-    mem_shard_t *sh = &me->shards[lp->index];
+    mem_shard_t *sh = &me->shards[fl->index];
     mem_chan_t *c = mem_find(sh, chan, chan_len, hash);
     /* A channel that keeps history gets its state at its first message, subscribed or not
      * (without memory for it, the message goes out as to any channel without state). */
     if (!c && gw_history_rule_keeps(gw_history_rules_match(&sh->rules, chan, chan_len)))
-        c = mem_chan_new(me, lp->index, chan, chan_len, hash);
+        c = mem_chan_new(me, fl->index, chan, chan_len, hash);
     uint64_t mask = 0;
     if (c) {
         res->offset = ++c->last_offset;
@@ -250,7 +168,7 @@ static void mem_publish_here(mem_engine_t *me, gw_loop_t *lp, const char *chan, 
         mask = c->loop_mask;
     } else {
         res->offset = 1;
-        res->epoch = mem_new_epoch(me, lp->index);
+        res->epoch = mem_new_epoch(me, fl->index);
     }
     res->status = 0;
     sh->published++;
@@ -268,29 +186,23 @@ static void mem_publish_here(mem_engine_t *me, gw_loop_t *lp, const char *chan, 
     if (is_kept)
         gw_history_add(&sh->store, c->hist, m, m->publish_ns);
     if (mask)
-        gw_fanout_publish(lp, m, mask);
+        gw_fanout_publish(fl, m, mask);
     gw_msg_unref(m);
-}
-
-static void mem_reply_run(void *arg)
-{
-    mem_pub_req_t *req = arg;
-    req->reply.cb(&req->reply, &req->result);
-    free(req);
 }
 
 /* On the owner loop: runs the publish, then answers where the publisher asked. */
 static void mem_publish_run(void *arg)
 {
-    mem_pub_req_t *req = arg;
-    gw_loop_t *lp = gw_loop_current();
-    mem_publish_here(req->me, lp, req->data, req->chan_len, req->hash,
-                     req->data + req->chan_len + 1, req->payload_len, &req->result);
-    if (req->reply.loop == NULL || req->reply.loop == lp->loop) {
-        mem_reply_run(req);
+    gw_engine_pub_t *req = arg;
+    mem_engine_t *me = req->engine;
+    gw_fanout_loop_t *fl = gw_fanout_loop_current();
+    mem_publish_here(me, fl, req->data, req->chan_len, req->hash, gw_engine_pub_payload(req),
+                     req->payload_len, &req->result);
+    if (req->reply.loop == NULL || req->reply.loop == fl->loop) {
+        gw_engine_pub_reply_run(req);
         return;
     }
-    if (gw_loop_post_to(lp, req->reply.loop, mem_reply_run, req) < 0) {
+    if (gw_fanout_post_to(me->hub, req->reply.loop, gw_engine_pub_reply_run, req) < 0) {
         /* The answer cannot travel; the publisher's loop would never hear. Answer here is not
          * allowed (wrong thread), so the reply is lost and logged. */
         NL_LOG(NL_ERROR, "publish_reply_lost", "err=%s", nl_strerror(-ENOMEM));
@@ -304,33 +216,20 @@ static int mem_publish(gw_engine_t *e, const char *chan, size_t chan_len, const 
     mem_engine_t *me = (mem_engine_t *)e;
     uint32_t hash = gw_sub_hash(chan, chan_len);
     uint32_t owner = mem_owner(me, hash);
-    gw_loop_t *cur = gw_loop_current();
-    if (cur && cur->node == me->node && cur->index == owner &&
-        (reply->loop == NULL || reply->loop == cur->loop)) {
+    gw_fanout_loop_t *cur = gw_fanout_here(me->hub);
+    if (cur && cur->index == owner && (reply->loop == NULL || reply->loop == cur->loop)) {
         /* Already on the owner: no copy, no post; the answer runs before this returns. */
         gw_engine_result_t res = {0};
         mem_publish_here(me, cur, chan, chan_len, hash, payload, len, &res);
         reply->cb(reply, &res);
         return 0;
     }
-    if (atomic_load_explicit(&me->node->is_stopping, memory_order_relaxed) && !cur)
+    if (!cur && me->host.ops->is_stopping(me->host.arg))
         return -ESHUTDOWN;
-    mem_pub_req_t *req = malloc(sizeof(*req) + chan_len + 1 + len);
+    gw_engine_pub_t *req = gw_engine_pub_new(me, chan, chan_len, hash, payload, len, reply);
     if (!req)
         return -ENOMEM;
-    req->me = me;
-    req->reply = *reply;
-    memset(&req->result, 0, sizeof(req->result));
-    req->hash = hash;
-    req->chan_len = (uint32_t)chan_len;
-    req->payload_len = len;
-    memcpy(req->data, chan, chan_len);
-    req->data[chan_len] = '\0';
-    if (len)
-        memcpy(req->data + chan_len + 1, payload, len);
-    int err = cur && cur->node == me->node
-                  ? gw_loop_post(cur, owner, mem_publish_run, req)
-                  : nl_loop_post(me->node->loops[owner].loop, mem_publish_run, req);
+    int err = gw_fanout_post(me->hub, owner, mem_publish_run, req);
     if (err < 0)
         free(req);
     return err;
@@ -338,42 +237,16 @@ static int mem_publish(gw_engine_t *e, const char *chan, size_t chan_len, const 
 
 /* --- join and leave ----------------------------------------------------------------------- */
 
-static mem_join_req_t *mem_join_req_new(mem_engine_t *me, uint32_t loop_index, const char *chan,
-                                        size_t chan_len, uint32_t hash)
-{
-    mem_join_req_t *req = malloc(sizeof(*req) + chan_len + 1);
-    if (!req)
-        return NULL;
-    memset(req, 0, sizeof(*req));
-    req->me = me;
-    req->loop_index = loop_index;
-    req->hash = hash;
-    req->chan_len = (uint32_t)chan_len;
-    memcpy(req->chan, chan, chan_len);
-    req->chan[chan_len] = '\0';
-    return req;
-}
-
-/* On the joining loop: the owner's answer. */
-static void mem_joined_run(void *arg)
-{
-    mem_join_req_t *req = arg;
-    gw_loop_t *lp = &req->me->node->loops[req->loop_index];
-    gw_sub_joined(&lp->subs, req->chan, req->chan_len, req->hash, req->status, req->offset,
-                  req->epoch);
-    free(req);
-}
-
 /* On the owner: adds the loop to the audience and answers it. */
 static void mem_join_run(void *arg)
 {
-    mem_join_req_t *req = arg;
-    mem_engine_t *me = req->me;
-    gw_loop_t *lp = gw_loop_current();
-    mem_shard_t *sh = &me->shards[lp->index];
+    gw_engine_join_t *req = arg;
+    mem_engine_t *me = req->engine;
+    gw_fanout_loop_t *fl = gw_fanout_loop_current();
+    mem_shard_t *sh = &me->shards[fl->index];
     mem_chan_t *c = mem_find(sh, req->chan, req->chan_len, req->hash);
     if (!c)
-        c = mem_chan_new(me, lp->index, req->chan, req->chan_len, req->hash);
+        c = mem_chan_new(me, fl->index, req->chan, req->chan_len, req->hash);
     if (c) {
         c->loop_mask |= UINT64_C(1) << req->loop_index;
         req->offset = c->last_offset;
@@ -381,26 +254,16 @@ static void mem_join_run(void *arg)
     } else {
         req->status = -ENOMEM;
     }
-    if (req->loop_index == lp->index) {
-        mem_joined_run(req);
-        return;
-    }
-    /* Messages already batched for the joiner predate the join: send them first. */
-    gw_fanout_flush_target(lp, req->loop_index);
-    if (gw_loop_post(lp, req->loop_index, mem_joined_run, req) < 0) {
-        NL_LOG(NL_ERROR, "join_reply_lost", "loop=%u", req->loop_index);
-        free(req);
-    }
+    gw_engine_join_answer(me->hub, &fl->out, req);
 }
 
 /* On the owner: takes the loop out of the audience; the last one out frees the channel,
  * unless its history still holds messages (then the sweep frees it once they age out). */
 static void mem_leave_run(void *arg)
 {
-    mem_join_req_t *req = arg;
-    mem_engine_t *me = req->me;
-    gw_loop_t *lp = gw_loop_current();
-    mem_shard_t *sh = &me->shards[lp->index];
+    gw_engine_join_t *req = arg;
+    mem_engine_t *me = req->engine;
+    mem_shard_t *sh = &me->shards[gw_fanout_loop_current()->index];
     mem_chan_t *c = mem_find(sh, req->chan, req->chan_len, req->hash);
     if (c) {
         c->loop_mask &= ~(UINT64_C(1) << req->loop_index);
@@ -414,16 +277,15 @@ static void mem_post_join_leave(gw_engine_t *e, uint32_t loop_index, const char 
                                 size_t chan_len, uint32_t hash, nl_loop_post_cb fn)
 {
     mem_engine_t *me = (mem_engine_t *)e;
-    gw_loop_t *lp = &me->node->loops[loop_index];
-    mem_join_req_t *req = mem_join_req_new(me, loop_index, chan, chan_len, hash);
-    if (req && gw_loop_post(lp, mem_owner(me, hash), fn, req) == 0)
+    gw_engine_join_t *req = gw_engine_join_new(me, loop_index, chan, chan_len, hash);
+    if (req && gw_fanout_post(me->hub, mem_owner(me, hash), fn, req) == 0)
         return;
     free(req);
     NL_LOG(NL_ERROR, "engine_post_failed", "op=%s err=%s", fn == mem_join_run ? "join" : "leave",
            nl_strerror(-ENOMEM));
     /* A join must be answered, or its subscribers wait forever. */
     if (fn == mem_join_run)
-        gw_sub_joined(&lp->subs, chan, chan_len, hash, -ENOMEM, 0, 0);
+        gw_sub_joined(&me->hub->loops[loop_index]->subs, chan, chan_len, hash, -ENOMEM, 0, 0);
 }
 
 static void mem_join(gw_engine_t *e, uint32_t loop_index, const char *chan, size_t chan_len,
@@ -478,24 +340,33 @@ static void mem_refresh(gw_engine_t *e, const gw_presence_batch_t *batch)
     gw_presence_mem_refresh(((mem_engine_t *)e)->presence, batch);
 }
 
+/* An event on its way to its listener channel's owner. */
+typedef struct mem_event_s {
+    mem_engine_t *me;
+    gw_event_t *ev; /* the post's reference */
+} mem_event_t;
+
 /* On the listener channel's owner: to every loop of its audience, in the owner's order. */
 static void mem_event_run(void *arg)
 {
-    gw_event_t *ev = arg;
-    gw_loop_t *lp = gw_loop_current();
-    mem_engine_t *me = (mem_engine_t *)lp->node->engine;
-    mem_chan_t *c = mem_find(&me->shards[lp->index], ev->chan, ev->chan_len, ev->hash);
-    uint64_t others = c ? c->loop_mask & ~(UINT64_C(1) << lp->index) : 0;
+    mem_event_t *me_ev = arg;
+    mem_engine_t *me = me_ev->me;
+    gw_event_t *ev = me_ev->ev;
+    free(me_ev);
+    gw_fanout_loop_t *fl = gw_fanout_loop_current();
+    mem_shard_t *sh = &me->shards[fl->index];
+    mem_chan_t *c = mem_find(sh, ev->chan, ev->chan_len, ev->hash);
+    uint64_t others = c ? c->loop_mask & ~(UINT64_C(1) << fl->index) : 0;
     while (others) {
         uint32_t target = (uint32_t)__builtin_ctzll(others);
         others &= others - 1;
-        if (gw_loop_post(lp, target, gw_presence_event_run, gw_event_ref(ev)) < 0) {
+        if (gw_fanout_post(me->hub, target, gw_presence_event_run, gw_event_ref(ev)) < 0) {
             gw_event_unref(ev);
-            lp->stats.presence_event_failures++;
+            sh->event_failures++;
         }
     }
-    if (c && (c->loop_mask & (UINT64_C(1) << lp->index)))
-        gw_presence_event_deliver(lp, ev);
+    if (c && (c->loop_mask & (UINT64_C(1) << fl->index)))
+        gw_presence_event_deliver(fl, ev);
     gw_event_unref(ev);
 }
 
@@ -504,43 +375,21 @@ static void mem_event_run(void *arg)
 static void mem_event(gw_engine_t *e, gw_event_t *ev)
 {
     mem_engine_t *me = (mem_engine_t *)e;
-    gw_loop_t *cur = gw_loop_current();
-    if (gw_loop_post(cur, mem_owner(me, ev->hash), mem_event_run, gw_event_ref(ev)) < 0) {
+    mem_event_t *me_ev = malloc(sizeof(*me_ev));
+    if (me_ev) {
+        *me_ev = (mem_event_t){.me = me, .ev = gw_event_ref(ev)};
+        if (gw_fanout_post(me->hub, mem_owner(me, ev->hash), mem_event_run, me_ev) == 0)
+            return;
         gw_event_unref(ev);
-        cur->stats.presence_event_failures++;
+        free(me_ev);
     }
+    me->shards[gw_fanout_loop_current()->index].event_failures++;
 }
 
 /* --- history ----------------------------------------------------------------------------- */
 
-/* A history request travelling to the owner, and its answer travelling back in it. */
-typedef struct mem_hist_req_s {
-    mem_engine_t *me;
-    gw_engine_reply_t reply;
-    uint32_t loop_index; /* the asking loop */
-    uint32_t hash;
-    uint64_t epoch; /* the client's */
-    uint64_t max_bytes;
-    int status;
-    gw_engine_history_t answer;
-    gw_msg_t **msgs; /* the answer's references */
-    char chan[];
-} mem_hist_req_t;
-
-/* On the asking loop: the answer, then the references go. */
-static void mem_history_answer_run(void *arg)
-{
-    mem_hist_req_t *req = arg;
-    gw_engine_result_t res = {.status = req->status, .data = &req->answer};
-    req->reply.cb(&req->reply, &res);
-    for (uint32_t i = 0; i < req->answer.n_msgs; i++)
-        gw_msg_unref(req->msgs[i]);
-    free(req->msgs);
-    free(req);
-}
-
 /* Takes references to h's messages after since into req (RECOVERED), or says TOO_LARGE. */
-static void mem_history_take(mem_hist_req_t *req, const gw_history_t *h)
+static void mem_history_take(gw_engine_hist_t *req, const gw_history_t *h)
 {
     gw_engine_history_t *a = &req->answer;
     gw_msg_t *const *part1;
@@ -558,15 +407,14 @@ static void mem_history_take(mem_hist_req_t *req, const gw_history_t *h)
         req->status = -ENOMEM;
         return;
     }
+    req->cap_msgs = n ? n : 1;
     for (uint32_t i = 0; i < n; i++)
-        req->msgs[i] = gw_msg_ref(i < n1 ? part1[i] : part2[i - n1]);
-    a->msgs = req->msgs;
-    a->n_msgs = n;
+        req->msgs[req->n_msgs++] = gw_msg_ref(i < n1 ? part1[i] : part2[i - n1]);
     a->result = GW_RECOVERY_RECOVERED;
 }
 
 /* On the owner: what the history holds after the client's offset. */
-static void mem_history_answer(mem_hist_req_t *req, mem_shard_t *sh, mem_chan_t *c)
+static void mem_history_answer(gw_engine_hist_t *req, mem_shard_t *sh, mem_chan_t *c)
 {
     gw_engine_history_t *a = &req->answer;
     a->latest = c->last_offset;
@@ -590,9 +438,10 @@ static void mem_history_answer(mem_hist_req_t *req, mem_shard_t *sh, mem_chan_t 
 /* On the owner: answers the asking loop, after the messages already batched for it. */
 static void mem_history_run(void *arg)
 {
-    mem_hist_req_t *req = arg;
-    gw_loop_t *lp = gw_loop_current();
-    mem_shard_t *sh = &req->me->shards[lp->index];
+    gw_engine_hist_t *req = arg;
+    mem_engine_t *me = req->engine;
+    gw_fanout_loop_t *fl = gw_fanout_loop_current();
+    mem_shard_t *sh = &me->shards[fl->index];
     mem_chan_t *c = mem_find(sh, req->chan, req->answer.chan_len, req->hash);
     /* The asking loop joined the channel before it asked, so the state exists unless that
      * join failed (and the subscriber is gone with it). */
@@ -600,19 +449,7 @@ static void mem_history_run(void *arg)
         mem_history_answer(req, sh, c);
     else
         req->status = -ENOENT;
-    if (req->loop_index == lp->index) {
-        mem_history_answer_run(req);
-        return;
-    }
-    gw_fanout_flush_target(lp, req->loop_index);
-    if (gw_loop_post(lp, req->loop_index, mem_history_answer_run, req) < 0) {
-        /* The subscriber would wait for ever; answering on this thread is not allowed. */
-        NL_LOG(NL_ERROR, "history_reply_lost", "loop=%u", req->loop_index);
-        for (uint32_t i = 0; i < req->answer.n_msgs; i++)
-            gw_msg_unref(req->msgs[i]);
-        free(req->msgs);
-        free(req);
-    }
+    gw_engine_hist_answer(me->hub, &fl->out, req);
 }
 
 static int mem_history(gw_engine_t *e, uint32_t loop_index, const char *chan, size_t chan_len,
@@ -620,25 +457,14 @@ static int mem_history(gw_engine_t *e, uint32_t loop_index, const char *chan, si
                        const gw_engine_reply_t *reply)
 {
     mem_engine_t *me = (mem_engine_t *)e;
-    gw_loop_t *lp = &me->node->loops[loop_index];
-    NL_ASSERT(gw_loop_current() == lp && reply->loop == lp->loop);
-    if (lp->is_stopping)
-        return -ESHUTDOWN;
-    mem_hist_req_t *req = calloc(1, sizeof(*req) + chan_len + 1);
+    gw_fanout_loop_t *fl = gw_fanout_here(me->hub);
+    NL_ASSERT(fl && fl->index == loop_index && reply->loop == fl->loop);
+    gw_engine_hist_t *req = gw_engine_hist_new(me, loop_index, chan, chan_len, hash, since, epoch,
+                                               max_bytes, reply);
     if (!req)
         return -ENOMEM;
-    req->me = me;
-    req->reply = *reply;
-    req->loop_index = loop_index;
-    req->hash = hash;
-    req->epoch = epoch;
-    req->max_bytes = max_bytes;
-    memcpy(req->chan, chan, chan_len);
-    req->answer.chan = req->chan;
-    req->answer.chan_len = chan_len;
-    req->answer.since = since;
     /* Posted even to this very loop: the join it follows was posted too, and must run first. */
-    int err = gw_loop_post(lp, mem_owner(me, hash), mem_history_run, req);
+    int err = gw_fanout_post(me->hub, mem_owner(me, hash), mem_history_run, req);
     if (err < 0)
         free(req);
     return err;
@@ -738,6 +564,7 @@ static void mem_loop_stats(gw_engine_t *e, uint32_t loop_index, gw_engine_stats_
     out->history_max_bytes += sh->store.max_bytes;
     for (int r = 0; r < GW_HISTORY_EVICT_REASONS; r++)
         out->history_evicted[r] += sh->store.evicted[r];
+    out->event_failures += sh->event_failures;
 }
 
 static bool mem_is_ready(const gw_engine_t *e)
@@ -785,18 +612,16 @@ static const gw_engine_ops_t mem_ops = {
     .free = mem_free,
 };
 
-int gw_engine_memory_new(gw_engine_t **out, gw_node_t *node)
+int gw_engine_memory_new(gw_engine_t **out, const gw_engine_host_t *host)
 {
-    if (node->n_loops == 0 || node->n_loops > GW_NODE_MAX_LOOPS)
-        return -EINVAL;
     mem_engine_t *me = calloc(1, sizeof(*me));
     if (!me)
         return -ENOMEM;
     me->base.ops = &mem_ops;
-    me->node = node;
-    me->n_loops = node->n_loops;
-    if (getrandom(&me->epoch_seed, sizeof(me->epoch_seed), 0) != sizeof(me->epoch_seed))
-        me->epoch_seed = nl_now_ns() ^ ((uint64_t)getpid() << 32);
+    me->host = *host;
+    me->hub = host->fanout;
+    me->n_loops = host->fanout->n_loops;
+    me->epoch_seed = gw_engine_epoch_seed();
     me->shards = calloc(me->n_loops, sizeof(*me->shards));
     if (!me->shards)
         goto fail;
@@ -804,9 +629,9 @@ int gw_engine_memory_new(gw_engine_t **out, gw_node_t *node)
         if (gw_chantab_init(&me->shards[i].tab) < 0)
             goto fail;
         gw_history_store_init(&me->shards[i].store, 0);
-        mem_shard_configure(me, &me->shards[i], &node->snap->cfg);
+        mem_shard_configure(me, &me->shards[i], host->cfg);
     }
-    if (gw_presence_mem_new(&me->presence, node) < 0)
+    if (gw_presence_mem_new(&me->presence, &me->host) < 0)
         goto fail;
     *out = &me->base;
     return 0;

@@ -23,169 +23,69 @@
  * Shutdown: detach (from the node, before it stops the IO loops) makes E stop posting to
  * them; free stops E, which closes its connections.
  */
+#include "gw_engine_redis.h"
+
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
-#include <unistd.h>
 
 #include "gw_engine_redis_int.h"
 #include "gw_redis_schema.h"
-#include "gw_sub.h"
 #include "netlib/nl_common.h"
 #include "netlib/nl_log.h"
 
 /* How often E checks join timeouts and ages histories. */
 #define RE_TICK_MS 250
-/* First capacity of a batch toward a loop. */
-#define RE_BATCH_MIN 16
-
-struct re_batch_s {
-    redis_engine_t *re;
-    uint32_t loop;
-    uint32_t count;
-    uint32_t cap;
-    gw_msg_t *msgs[];
-};
 
 /* --- E -> IO loops ------------------------------------------------------------------------ */
 
-static void re_run_batch(void *arg)
-{
-    re_batch_t *b = arg;
-    gw_loop_t *lp = &b->re->node->loops[b->loop];
-    for (uint32_t i = 0; i < b->count; i++) {
-        gw_fanout_deliver(lp, b->msgs[i]);
-        gw_msg_unref(b->msgs[i]);
-    }
-    free(b);
-}
-
-static void batch_free(re_batch_t *b)
-{
-    for (uint32_t i = 0; i < b->count; i++)
-        gw_msg_unref(b->msgs[i]);
-    free(b);
-}
-
 void re_flush_loop(redis_engine_t *re, uint32_t loop)
 {
-    re_batch_t *b = re->batches[loop];
-    if (!b)
-        return;
-    re->batches[loop] = NULL;
-    re->batch_mask &= ~(UINT64_C(1) << loop);
-    if (re->is_detached || nl_loop_post(re->node->loops[loop].loop, re_run_batch, b) < 0)
-        batch_free(b);
+    if (!re->is_detached)
+        gw_fanout_outbox_flush_target(&re->out, loop);
 }
 
 static void re_flush_all(nl_loop_t *loop, void *arg)
 {
     NL_UNUSED(loop);
     redis_engine_t *re = arg;
-    for (uint64_t mask = re->batch_mask; mask; mask &= mask - 1)
-        re_flush_loop(re, (uint32_t)__builtin_ctzll(mask));
+    if (!re->is_detached)
+        gw_fanout_outbox_flush(&re->out);
     re_presence_flush(re);
-}
-
-void re_send(redis_engine_t *re, gw_msg_t *m, uint64_t mask)
-{
-    for (; mask; mask &= mask - 1) {
-        uint32_t loop = (uint32_t)__builtin_ctzll(mask);
-        re_batch_t *b = re->batches[loop];
-        if (!b || b->count == b->cap) {
-            uint32_t cap = b ? b->cap * 2 : RE_BATCH_MIN;
-            re_batch_t *nb = realloc(b, sizeof(*nb) + sizeof(nb->msgs[0]) * cap);
-            if (!nb) {
-                NL_LOG(NL_ERROR, "redis_batch_failed", "loop=%u err=%s", loop,
-                       nl_strerror(-ENOMEM));
-                continue;
-            }
-            if (!b) {
-                nb->re = re;
-                nb->loop = loop;
-                nb->count = 0;
-            }
-            nb->cap = cap;
-            re->batches[loop] = b = nb;
-            re->batch_mask |= UINT64_C(1) << loop;
-        }
-        b->msgs[b->count++] = gw_msg_ref(m);
-    }
-}
-
-/* A join answer on its way to a loop. */
-typedef struct re_joined_s {
-    redis_engine_t *re;
-    uint32_t loop;
-    uint32_t hash;
-    int status;
-    uint32_t len;
-    uint64_t offset;
-    uint64_t epoch;
-    char name[];
-} re_joined_t;
-
-static void re_run_joined(void *arg)
-{
-    re_joined_t *j = arg;
-    gw_loop_t *lp = &j->re->node->loops[j->loop];
-    gw_sub_joined(&lp->subs, j->name, j->len, j->hash, j->status, j->offset, j->epoch);
-    free(j);
 }
 
 void re_answer_join(redis_engine_t *re, uint32_t loop, const char *name, size_t len, uint32_t hash,
                     int status, uint64_t offset, uint64_t epoch)
 {
-    re_joined_t *j = malloc(sizeof(*j) + len + 1);
+    if (re->is_detached)
+        return;
+    gw_engine_join_t *j = gw_engine_join_new(re, loop, name, len, hash);
     if (!j) {
         /* The loop's subscribers would wait for ever: nothing sensible is left to do but say
          * so (a join answer cannot be made without memory). */
         NL_LOG(NL_ERROR, "redis_join_reply_lost", "loop=%u", loop);
         return;
     }
-    *j = (re_joined_t){.re = re,
-                       .loop = loop,
-                       .hash = hash,
-                       .status = status,
-                       .len = (uint32_t)len,
-                       .offset = offset,
-                       .epoch = epoch};
-    memcpy(j->name, name, len);
-    j->name[len] = '\0';
-    re_flush_loop(re, loop);
-    if (re->is_detached || nl_loop_post(re->node->loops[loop].loop, re_run_joined, j) < 0)
-        free(j);
+    j->status = status;
+    j->offset = offset;
+    j->epoch = epoch;
+    gw_engine_join_answer(re->hub, &re->out, j);
 }
 
 uint64_t re_epoch_candidate(redis_engine_t *re, uint32_t hash)
 {
     /* splitmix64 over the node's seed, the channel and a counter: distinct per node start. */
-    uint64_t x = re->epoch_seed ^ ((uint64_t)hash << 32) ^ nl_now_ns();
-    x ^= x >> 30;
-    x *= UINT64_C(0xbf58476d1ce4e5b9);
-    x ^= x >> 27;
-    x *= UINT64_C(0x94d049bb133111eb);
-    return x ^ (x >> 31);
+    return gw_engine_epoch_mix(re->epoch_seed ^ ((uint64_t)hash << 32) ^ nl_now_ns());
 }
 
 /* --- requests into E ---------------------------------------------------------------------- */
 
-typedef struct re_pub_req_s {
-    redis_engine_t *re;
-    gw_engine_reply_t reply;
-    uint32_t hash;
-    uint32_t chan_len;
-    size_t payload_len;
-    char data[]; /* channel, NUL, payload */
-} re_pub_req_t;
-
 static void re_run_publish(void *arg)
 {
-    re_pub_req_t *req = arg;
-    re_chan_publish(req->re, req->data, req->chan_len, req->hash, req->data + req->chan_len + 1,
+    gw_engine_pub_t *req = arg;
+    re_chan_publish(req->engine, req->data, req->chan_len, req->hash, gw_engine_pub_payload(req),
                     req->payload_len, &req->reply);
     free(req);
 }
@@ -196,22 +96,11 @@ static int re_publish(gw_engine_t *e, const char *chan, size_t chan_len, const v
     redis_engine_t *re = (redis_engine_t *)e;
     if (atomic_load_explicit(&re->is_closed, memory_order_relaxed))
         return -ESHUTDOWN;
-    re_pub_req_t *req = malloc(sizeof(*req) + chan_len + 1 + len);
+    gw_engine_pub_t *req =
+        gw_engine_pub_new(re, chan, chan_len, gw_sub_hash(chan, chan_len), payload, len, reply);
     if (!req)
         return -ENOMEM;
-    req->re = re;
-    req->reply = *reply;
-    req->hash = gw_sub_hash(chan, chan_len);
-    req->chan_len = (uint32_t)chan_len;
-    req->payload_len = len;
-    memcpy(req->data, chan, chan_len);
-    req->data[chan_len] = '\0';
-    if (len)
-        memcpy(req->data + chan_len + 1, payload, len);
-    gw_loop_t *cur = gw_loop_current();
-    if (cur)
-        cur->cross_posts++;
-    int err = nl_loop_post(re->loop, re_run_publish, req);
+    int err = gw_fanout_post_to(re->hub, re->loop, re_run_publish, req);
     if (err < 0)
         free(req);
     return err;
@@ -239,7 +128,6 @@ static void re_run_member(void *arg)
 static void re_post_member(redis_engine_t *re, uint32_t loop, const char *chan, size_t len,
                            uint32_t hash, bool is_join)
 {
-    gw_loop_t *lp = &re->node->loops[loop];
     re_member_req_t *req = NULL;
     if (!atomic_load_explicit(&re->is_closed, memory_order_relaxed))
         req = malloc(sizeof(*req) + len + 1);
@@ -248,14 +136,13 @@ static void re_post_member(redis_engine_t *re, uint32_t loop, const char *chan, 
             .re = re, .loop = loop, .hash = hash, .is_join = is_join, .len = (uint32_t)len};
         memcpy(req->name, chan, len);
         req->name[len] = '\0';
-        lp->cross_posts++;
-        if (nl_loop_post(re->loop, re_run_member, req) == 0)
+        if (gw_fanout_post_to(re->hub, re->loop, re_run_member, req) == 0)
             return;
         free(req);
     }
     /* A join must be answered, or its subscribers wait for ever. */
     if (is_join)
-        gw_sub_joined(&lp->subs, chan, len, hash, -ESHUTDOWN, 0, 0);
+        gw_sub_joined(&re->hub->loops[loop]->subs, chan, len, hash, -ESHUTDOWN, 0, 0);
 }
 
 static void re_join(gw_engine_t *e, uint32_t loop_index, const char *chan, size_t chan_len,
@@ -273,7 +160,7 @@ static void re_leave(gw_engine_t *e, uint32_t loop_index, const char *chan, size
 static void re_run_history(void *arg)
 {
     re_hist_req_t *req = arg;
-    re_chan_history(req->re, req);
+    re_chan_history(req->engine, req);
 }
 
 static int re_history(gw_engine_t *e, uint32_t loop_index, const char *chan, size_t chan_len,
@@ -283,50 +170,23 @@ static int re_history(gw_engine_t *e, uint32_t loop_index, const char *chan, siz
     redis_engine_t *re = (redis_engine_t *)e;
     if (atomic_load_explicit(&re->is_closed, memory_order_relaxed))
         return -ESHUTDOWN;
-    re_hist_req_t *req = calloc(1, sizeof(*req) + chan_len + 1);
+    re_hist_req_t *req = gw_engine_hist_new(re, loop_index, chan, chan_len, hash, since, epoch,
+                                            max_bytes, reply);
     if (!req)
         return -ENOMEM;
-    req->re = re;
-    req->reply = *reply;
-    req->loop_index = loop_index;
-    req->hash = hash;
-    req->epoch = epoch;
-    req->max_bytes = max_bytes;
-    memcpy(req->chan, chan, chan_len);
-    req->answer.chan = req->chan;
-    req->answer.chan_len = chan_len;
-    req->answer.since = since;
-    re->node->loops[loop_index].cross_posts++;
-    int err = nl_loop_post(re->loop, re_run_history, req);
+    int err = gw_fanout_post_to(re->hub, re->loop, re_run_history, req);
     if (err < 0)
         free(req);
     return err;
 }
 
-/* On the asking loop: the answer, then the references go. */
-static void re_run_hist_answer(void *arg)
-{
-    re_hist_req_t *req = arg;
-    gw_engine_result_t res = {.status = req->status, .data = &req->answer};
-    req->reply.cb(&req->reply, &res);
-    for (uint32_t i = 0; i < req->n_msgs; i++)
-        gw_msg_unref(req->msgs[i]);
-    free(req->msgs);
-    free(req);
-}
-
 void re_hist_answer(redis_engine_t *re, re_hist_req_t *req)
 {
-    req->answer.msgs = req->msgs;
-    req->answer.n_msgs = req->n_msgs;
-    re_flush_loop(re, req->loop_index);
-    if (!re->is_detached &&
-        nl_loop_post(re->node->loops[req->loop_index].loop, re_run_hist_answer, req) == 0)
+    if (re->is_detached) {
+        gw_engine_hist_free(req);
         return;
-    for (uint32_t i = 0; i < req->n_msgs; i++)
-        gw_msg_unref(req->msgs[i]);
-    free(req->msgs);
-    free(req);
+    }
+    gw_engine_hist_answer(re->hub, &re->out, req);
 }
 
 /* --- the rest of the vtable --------------------------------------------------------------- */
@@ -389,26 +249,64 @@ static void re_loop_stats(gw_engine_t *e, uint32_t loop_index, gw_engine_stats_t
     out->history_messages += LOAD(history_messages);
     out->history_bytes += LOAD(history_bytes);
     out->history_max_bytes += LOAD(history_max_bytes);
-    gw_engine_redis_stats_t *r = &out->redis;
-    r->n_servers = re->n_shards;
-    for (uint32_t i = 0; i < re->n_shards && i < GW_CONFIG_REDIS_SERVERS_MAX; i++) {
-        re_shard_t *sh = &re->shards[i];
-        r->servers[i].name = sh->name;
-        r->servers[i].is_up = atomic_load_explicit(&sh->is_ready_atomic, memory_order_relaxed);
-        r->servers[i].pending = atomic_load_explicit(&sh->pending, memory_order_relaxed);
-        r->servers[i].reconnects = atomic_load_explicit(&sh->reconnects, memory_order_relaxed);
-        r->servers[i].refused = atomic_load_explicit(&sh->refused, memory_order_relaxed);
-    }
-    r->delivered = LOAD(delivered);
-    r->lost = LOAD(lost);
-    r->duplicates = LOAD(duplicates);
-    r->unsequenced = LOAD(unsequenced);
-    r->local_only = LOAD(local_only);
-    r->busy = LOAD(busy);
-    r->join_timeouts = LOAD(join_timeouts);
-    r->epoch_changes = LOAD(epoch_changes);
-    r->history_fetches = LOAD(history_fetches);
-    r->presence_dropped = LOAD(presence_dropped);
+#undef LOAD
+}
+
+/* The herald_redis_* families, from E's counters and each server's mirrors. A family's
+ * samples must stand together, so one pass per family. */
+static void re_metrics(const gw_engine_t *e, gw_metrics_t *w)
+{
+    const redis_engine_t *re = (const redis_engine_t *)e;
+    const re_stats_t *st = &re->stats;
+    uint32_t n = re->n_shards;
+#define LOAD(x) atomic_load_explicit(&(x), memory_order_relaxed)
+#define SERVER(i) ((const char *const[]){"server", re->shards[i].name, NULL})
+    for (uint32_t i = 0; i < n; i++)
+        gw_metrics_gauge(w, "herald_redis_up",
+                         "1 while the Redis server is connected and has herald's functions.",
+                         SERVER(i), LOAD(re->shards[i].is_ready_atomic) ? 1.0 : 0.0);
+    for (uint32_t i = 0; i < n; i++)
+        gw_metrics_gauge(w, "herald_redis_pending_commands",
+                         "Commands sent to the Redis server, not answered yet.", SERVER(i),
+                         (double)LOAD(re->shards[i].pending));
+    for (uint32_t i = 0; i < n; i++)
+        gw_metrics_counter(w, "herald_redis_refused_commands_total",
+                           "Commands not sent: redis_max_pending were in flight to the server.",
+                           SERVER(i), LOAD(re->shards[i].refused));
+    for (uint32_t i = 0; i < n; i++)
+        gw_metrics_counter(w, "herald_redis_reconnects_total",
+                           "Times the connection to the Redis server went down.", SERVER(i),
+                           LOAD(re->shards[i].reconnects));
+    gw_metrics_counter(w, "herald_redis_delivered_total",
+                       "Messages from Redis handed to this node's loops.", NULL,
+                       LOAD(st->delivered));
+    gw_metrics_counter(w, "herald_redis_lost_messages_total",
+                       "Offsets that never reached this node (Redis outages, pub/sub gaps).", NULL,
+                       LOAD(st->lost));
+    gw_metrics_counter(w, "herald_redis_duplicates_total",
+                       "Messages that reached this node twice (dropped).", NULL,
+                       LOAD(st->duplicates));
+    gw_metrics_counter(w, "herald_redis_unsequenced_total",
+                       "Plain PUBLISHes delivered outside the channel's offsets.", NULL,
+                       LOAD(st->unsequenced));
+    gw_metrics_counter(w, "herald_redis_local_only_publishes_total",
+                       "Publishes delivered on this node only while Redis was down.", NULL,
+                       LOAD(st->local_only));
+    gw_metrics_counter(w, "herald_redis_busy_publishes_total",
+                       "Publishes refused: too many commands in flight toward Redis.", NULL,
+                       LOAD(st->busy));
+    gw_metrics_counter(w, "herald_redis_join_timeouts_total",
+                       "Subscriptions refused because Redis did not answer in time.", NULL,
+                       LOAD(st->join_timeouts));
+    gw_metrics_counter(w, "herald_redis_epoch_changes_total",
+                       "Channel epochs that changed under subscribers (Redis lost them).", NULL,
+                       LOAD(st->epoch_changes));
+    gw_metrics_counter(w, "herald_redis_history_fetches_total",
+                       "Recoveries answered from a Redis stream.", NULL, LOAD(st->history_fetches));
+    gw_metrics_counter(w, "herald_redis_presence_dropped_total",
+                       "Presence and online-status writes dropped: too many waiting for Redis.",
+                       NULL, LOAD(st->presence_dropped));
+#undef SERVER
 #undef LOAD
 }
 
@@ -518,12 +416,9 @@ static void re_on_start(nl_loop_t *loop, void *arg)
 {
     redis_engine_t *re = arg;
     re->loop = loop;
-    gw_config_server_t servers[GW_CONFIG_REDIS_SERVERS_MAX];
-    int n =
-        gw_config_parse_servers(re->node->snap->cfg.redis, servers, GW_CONFIG_REDIS_SERVERS_MAX);
-    int err = n > 0 ? 0 : -EINVAL;
-    for (int i = 0; err == 0 && i < n; i++)
-        err = re_shard_start(re, &re->shards[i], &servers[i]);
+    int err = 0;
+    for (uint32_t i = 0; err == 0 && i < re->n_shards; i++)
+        err = re_shard_start(re, &re->shards[i], &re->servers[i]);
     if (err == 0)
         err = nl_timer_new(&re->tick, loop, re_on_tick, re);
     if (err == 0)
@@ -551,10 +446,7 @@ static void re_on_stop(nl_loop_t *loop, void *arg)
     if (re->tick)
         nl_timer_close(re->tick, NULL);
     re->tick = NULL;
-    for (uint32_t i = 0; i < re->n_loops; i++)
-        if (re->batches[i])
-            batch_free(re->batches[i]);
-    memset(re->batches, 0, sizeof(*re->batches) * re->n_loops);
+    gw_fanout_outbox_deinit(&re->out);
 }
 
 typedef struct re_detach_s {
@@ -602,7 +494,7 @@ static void re_free(gw_engine_t *e)
     else
         re_chans_deinit(re);
     gw_hashring_deinit(&re->ring);
-    free(re->batches);
+    gw_fanout_outbox_deinit(&re->out);
     free(re->loop_rules);
     free(re->shards);
     free(re);
@@ -628,24 +520,27 @@ static const gw_engine_ops_t re_ops = {
     .tick = re_tick,
     .reconfigure = re_reconfigure,
     .loop_stats = re_loop_stats,
+    .metrics = re_metrics,
     .is_ready = re_is_ready,
     .detach = re_detach,
     .free = re_free,
 };
 
-int gw_engine_redis_new(gw_engine_t **out, gw_node_t *node)
+int gw_engine_redis_new(gw_engine_t **out, const gw_engine_host_t *host)
 {
-    const gw_config_t *cfg = &node->snap->cfg;
-    gw_config_server_t servers[GW_CONFIG_REDIS_SERVERS_MAX];
-    int n = gw_config_parse_servers(cfg->redis, servers, GW_CONFIG_REDIS_SERVERS_MAX);
-    if (n <= 0 || node->n_loops == 0 || node->n_loops > GW_NODE_MAX_LOOPS)
-        return -EINVAL;
+    const gw_config_t *cfg = host->cfg;
     redis_engine_t *re = calloc(1, sizeof(*re));
     if (!re)
         return -ENOMEM;
+    int n = gw_config_parse_servers(cfg->redis, re->servers, GW_CONFIG_REDIS_SERVERS_MAX);
+    if (n <= 0) {
+        free(re);
+        return -EINVAL;
+    }
     re->base.ops = &re_ops;
-    re->node = node;
-    re->n_loops = node->n_loops;
+    re->host = *host;
+    re->hub = host->fanout;
+    re->n_loops = host->fanout->n_loops;
     re->n_shards = (uint32_t)n;
     re->timeout_ms = cfg->redis_timeout_ms;
     re->max_pending = cfg->redis_max_pending;
@@ -655,20 +550,20 @@ int gw_engine_redis_new(gw_engine_t **out, gw_node_t *node)
     re->presence_ttl_ms = cfg->idle_timeout_ms + 2 * cfg->presence_refresh_ms;
     re->last_seen_ttl_ms = cfg->presence_last_seen_ttl_ms;
     re->presence_max_clients = cfg->presence_max_clients;
-    if (getrandom(&re->epoch_seed, sizeof(re->epoch_seed), 0) != sizeof(re->epoch_seed))
-        re->epoch_seed = nl_now_ns() ^ ((uint64_t)getpid() << 32);
+    re->epoch_seed = gw_engine_epoch_seed();
     re->shards = calloc((size_t)n, sizeof(*re->shards));
-    re->batches = calloc(re->n_loops, sizeof(*re->batches));
     re->loop_rules = calloc(re->n_loops, sizeof(*re->loop_rules));
     const char *names[GW_CONFIG_REDIS_SERVERS_MAX];
-    int err = re->shards && re->batches && re->loop_rules ? 0 : -ENOMEM;
+    int err = re->shards && re->loop_rules ? 0 : -ENOMEM;
+    if (err == 0)
+        err = gw_fanout_outbox_init(&re->out, re->hub);
     for (int i = 0; err == 0 && i < n; i++) {
         re_shard_t *sh = &re->shards[i];
         sh->re = re;
         sh->index = (uint32_t)i;
-        bool is_v6 = strchr(servers[i].host, ':') != NULL;
-        snprintf(sh->name, sizeof(sh->name), is_v6 ? "[%s]:%u" : "%s:%u", servers[i].host,
-                 servers[i].port);
+        bool is_v6 = strchr(re->servers[i].host, ':') != NULL;
+        snprintf(sh->name, sizeof(sh->name), is_v6 ? "[%s]:%u" : "%s:%u", re->servers[i].host,
+                 re->servers[i].port);
         names[i] = sh->name;
     }
     if (err == 0)

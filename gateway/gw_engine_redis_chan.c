@@ -36,6 +36,7 @@
 #include "gw_engine_redis_int.h"
 #include "gw_redis_schema.h"
 #include "netlib/nl_common.h"
+#include "proto_frame.h"
 #include "netlib/nl_log.h"
 
 /* Messages a channel keeps while it is not ACTIVE; past it the oldest go (counted lost). */
@@ -336,7 +337,7 @@ static void chan_on_joined(gw_redis_link_t *l, redisReply *reply, void *arg)
     bool is_ok = reply && reply->type == REDIS_REPLY_ARRAY && reply->elements == 2 &&
                  reply->element[0]->type == REDIS_REPLY_INTEGER &&
                  reply->element[1]->type == REDIS_REPLY_STRING &&
-                 gw_engine_epoch_parse(reply->element[1]->str, &epoch) == 0;
+                 proto_epoch_parse(reply->element[1]->str, &epoch) == 0;
     if (!is_ok) {
         /* Redis went away (or answered nonsense): a SUBSCRIBING channel waits for the next
          * confirmation, after the reconnect; the join timeout bounds the wait. */
@@ -372,7 +373,7 @@ static void chan_ask_latest(redis_engine_t *re, re_chan_t *c)
     char candidate[17];
     if (gw_redis_key(meta, sizeof(meta), GW_REDIS_META_PREFIX, c->name, c->key.name_len) < 0)
         return;
-    gw_engine_epoch_str(re_epoch_candidate(re, c->key.hash), candidate);
+    proto_epoch_str(re_epoch_candidate(re, c->key.hash), candidate);
     join_cmd_t *cmd = malloc(sizeof(*cmd) + c->key.name_len + 1);
     if (!cmd)
         return;
@@ -443,29 +444,19 @@ void re_chan_leave(redis_engine_t *re, uint32_t loop, const char *name, size_t l
 
 /* --- publishing ----------------------------------------------------------------------------- */
 
-/* A publish on its way through Redis. */
-typedef struct pub_cmd_s {
-    redis_engine_t *re;
-    gw_engine_reply_t reply;
-    gw_engine_result_t result;
-} pub_cmd_t;
-
-static void pub_reply_run(void *arg)
-{
-    pub_cmd_t *cmd = arg;
-    cmd->reply.cb(&cmd->reply, &cmd->result);
-    free(cmd);
-}
+/* A publish on its way through Redis: its answer (a gw_engine_pub_t without channel or
+ * payload, which Redis has now); cmd->engine is the redis_engine_t. */
+typedef gw_engine_pub_t pub_cmd_t;
 
 /* Answers where the publisher asked: on its loop (posted), or here (the HTTP thread's answer
  * is safe from any thread). */
 static void pub_answer(pub_cmd_t *cmd)
 {
     if (!cmd->reply.loop) {
-        pub_reply_run(cmd);
+        gw_engine_pub_reply_run(cmd);
         return;
     }
-    if (nl_loop_post(cmd->reply.loop, pub_reply_run, cmd) < 0) {
+    if (nl_loop_post(cmd->reply.loop, gw_engine_pub_reply_run, cmd) < 0) {
         NL_LOG(NL_ERROR, "publish_reply_lost", "err=%s", nl_strerror(-ENOMEM));
         free(cmd);
     }
@@ -475,12 +466,12 @@ static void chan_on_published(gw_redis_link_t *l, redisReply *reply, void *arg)
 {
     NL_UNUSED(l);
     pub_cmd_t *cmd = arg;
-    redis_engine_t *re = cmd->re;
+    redis_engine_t *re = cmd->engine;
     uint64_t epoch = 0;
     if (reply && reply->type == REDIS_REPLY_ARRAY && reply->elements == 3 &&
         reply->element[0]->type == REDIS_REPLY_INTEGER &&
         reply->element[1]->type == REDIS_REPLY_STRING &&
-        gw_engine_epoch_parse(reply->element[1]->str, &epoch) == 0) {
+        proto_epoch_parse(reply->element[1]->str, &epoch) == 0) {
         cmd->result.offset = (uint64_t)reply->element[0]->integer;
         cmd->result.epoch = epoch;
         re_count(&re->stats.published, 1);
@@ -513,7 +504,7 @@ static void chan_publish_local(redis_engine_t *re, const char *name, size_t len,
 void re_chan_publish(redis_engine_t *re, const char *name, size_t len, uint32_t hash,
                      const void *payload, size_t plen, const gw_engine_reply_t *reply)
 {
-    pub_cmd_t *cmd = calloc(1, sizeof(*cmd));
+    pub_cmd_t *cmd = gw_engine_pub_new(re, "", 0, 0, NULL, 0, reply);
     if (!cmd) {
         gw_engine_result_t res = {.status = -ENOMEM};
         if (!reply->loop)
@@ -521,8 +512,6 @@ void re_chan_publish(redis_engine_t *re, const char *name, size_t len, uint32_t 
         NL_LOG(NL_ERROR, "publish_failed", "err=%s", nl_strerror(-ENOMEM));
         return;
     }
-    cmd->re = re;
-    cmd->reply = *reply;
     uint32_t shard = gw_hashring_lookup(&re->ring, name, len);
     re_shard_t *sh = &re->shards[shard];
     if (!sh->is_ready) {
@@ -541,7 +530,7 @@ void re_chan_publish(redis_engine_t *re, const char *name, size_t len, uint32_t 
         snprintf(keep, sizeof(keep), "%u", r->count);
         snprintf(age, sizeof(age), "%" PRIu64, r->age_ms);
     }
-    gw_engine_epoch_str(re_epoch_candidate(re, hash), candidate);
+    proto_epoch_str(re_epoch_candidate(re, hash), candidate);
     const char *argv[] = {"FCALL", "herald_publish", "2",  meta, hist,
                           name,    payload,          keep, age,  candidate};
     size_t lens[] = {5,           14, 1, strlen(meta), strlen(hist), len, plen, strlen(keep),
@@ -561,16 +550,7 @@ void re_chan_publish(redis_engine_t *re, const char *name, size_t len, uint32_t 
 /* Appends a reference to m to req's answer. Returns false without memory. */
 static bool hist_push(re_hist_req_t *req, gw_msg_t *m)
 {
-    if (req->n_msgs == req->cap_msgs) {
-        uint32_t cap = req->cap_msgs ? req->cap_msgs * 2 : 16;
-        gw_msg_t **v = realloc(req->msgs, sizeof(*v) * cap);
-        if (!v)
-            return false;
-        req->msgs = v;
-        req->cap_msgs = cap;
-    }
-    req->msgs[req->n_msgs++] = gw_msg_ref(m);
-    return true;
+    return gw_engine_hist_add(req, m) == 0;
 }
 
 static void hist_drop_msgs(re_hist_req_t *req)
@@ -662,7 +642,7 @@ static void chan_on_xrange(gw_redis_link_t *l, redisReply *reply, void *arg)
     NL_UNUSED(l);
     hist_cmd_t *cmd = arg;
     re_hist_req_t *req = cmd->req;
-    redis_engine_t *re = req->re;
+    redis_engine_t *re = req->engine;
     uint64_t upto = cmd->upto;
     free(cmd);
     uint64_t since = req->answer.since;

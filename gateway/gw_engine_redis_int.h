@@ -16,13 +16,8 @@
 
 #include "gw_channel_name.h"
 #include "gw_chantab.h"
-#include "gw_config.h"
-#include "gw_engine.h"
-#include "gw_fanout.h"
+#include "gw_engine_redis.h"
 #include "gw_hashring.h"
-#include "gw_history.h"
-#include "gw_node.h"
-#include "gw_presence.h"
 #include "gw_redis_link.h"
 #include "gw_redis_sub.h"
 #include "netlib/nl_loop_thread.h"
@@ -93,19 +88,19 @@ typedef struct re_stats_s {
     _Atomic uint64_t history_max_bytes;
 } re_stats_t;
 
-typedef struct re_batch_s re_batch_t;
-
 typedef struct rp_online_s rp_online_t;
 
 struct redis_engine_s {
     gw_engine_t base;
-    gw_node_t *node;
+    gw_engine_host_t host; /* the node: its loops, its id, its hooks */
+    gw_fanout_t *hub;
     uint32_t n_loops;
     nl_loop_thread_t *thread;
     nl_loop_t *loop; /* E */
     gw_hashring_t ring;
     uint32_t n_shards;
     re_shard_t *shards;
+    gw_config_server_t servers[GW_CONFIG_REDIS_SERVERS_MAX]; /* [engine] redis, parsed */
     uint64_t timeout_ms;
     uint32_t max_pending;
     /* E only. */
@@ -114,8 +109,7 @@ struct redis_engine_s {
     gw_history_rules_t rules;
     re_chan_t *wait_head; /* channels not ACTIVE, oldest first */
     re_chan_t *wait_tail;
-    re_batch_t **batches; /* per IO loop, messages not yet posted */
-    uint64_t batch_mask;
+    gw_fanout_outbox_t out; /* messages not yet posted to the IO loops */
     nl_timer_t *tick;
     uint64_t epoch_seed;
     bool is_detached; /* no more posts to IO loops (shutdown) */
@@ -136,9 +130,13 @@ struct redis_engine_s {
 /* --- gw_engine_redis.c, for the channel code ----------------------------------------------- */
 
 /* Queues m (a reference is taken) for the loops in mask; posted in E's before-sleep hook. */
-void re_send(redis_engine_t *re, gw_msg_t *m, uint64_t mask);
+static inline void re_send(redis_engine_t *re, gw_msg_t *m, uint64_t mask)
+{
+    gw_fanout_outbox_add_mask(&re->out, mask, m);
+}
 
-/* Posts the batch for loop now, so that what E posts next to it arrives after. */
+/* Posts the batch for loop now, so that what E posts next to it arrives after (nothing once
+ * detached). */
 void re_flush_loop(redis_engine_t *re, uint32_t loop);
 
 /* Answers loop's join of channel name[0..len) (status 0: with offset and epoch), after the
@@ -158,22 +156,9 @@ uint64_t re_epoch_candidate(redis_engine_t *re, uint32_t hash);
 
 /* --- gw_engine_redis_chan.c ----------------------------------------------------------------- */
 
-/* History request as it travels (owned by whoever holds it; freed by re_hist_answer). */
-typedef struct re_hist_req_s {
-    redis_engine_t *re;
-    gw_engine_reply_t reply;
-    uint32_t loop_index;
-    uint32_t hash;
-    uint64_t epoch; /* the client's */
-    uint64_t max_bytes;
-    int status;
-    gw_engine_history_t answer;
-    gw_msg_t **msgs;
-    uint32_t n_msgs;
-    uint32_t cap_msgs;
-    struct re_hist_req_s *next; /* waiting on a channel */
-    char chan[];
-} re_hist_req_t;
+/* A history request as it travels (owned by whoever holds it; freed by re_hist_answer);
+ * req->engine is the redis_engine_t. */
+typedef gw_engine_hist_t re_hist_req_t;
 
 int re_chans_init(redis_engine_t *re);
 void re_chans_deinit(redis_engine_t *re);

@@ -43,7 +43,6 @@
 #include "gw_engine_redis_int.h"
 #include "gw_presence.h"
 #include "gw_redis_schema.h"
-#include "gw_session.h"
 #include "gw_token.h"
 #include "netlib/nl_common.h"
 #include "netlib/nl_log.h"
@@ -226,7 +225,7 @@ static void rp_post(redis_engine_t *re, rp_op_t op, uint32_t loop, uint64_t u64,
 
 static void rp_field(char *out, size_t cap, const redis_engine_t *re, uint32_t loop, char kind)
 {
-    snprintf(out, cap, "%s/%u:%c", re->node->node_id, loop, kind);
+    snprintf(out, cap, "%s/%u:%c", re->host.node_id, loop, kind);
 }
 
 static void rp_write_offline(redis_engine_t *re, const char *user, size_t len, uint32_t loop,
@@ -266,7 +265,7 @@ static void rp_write_presence(redis_engine_t *re, const rp_msg_t *m, bool is_add
         return;
     }
     char value[GW_CONFIG_NAME_MAX + 32 + GW_TOKEN_SUB_MAX];
-    int n = snprintf(value, sizeof(value), "%s\t%" PRIu64 "\t%s", re->node->node_id, m->u64,
+    int n = snprintf(value, sizeof(value), "%s\t%" PRIu64 "\t%s", re->host.node_id, m->u64,
                      rp_str(m, 2));
     if (n < 0 || (size_t)n >= sizeof(value))
         return;
@@ -288,7 +287,7 @@ static void rp_publish_event(redis_engine_t *re, const rp_msg_t *m)
     uint32_t shard = gw_hashring_lookup(&re->ring, chan, m->len[0]);
     char head[GW_CONFIG_NAME_MAX + 48];
     head[0] = '\0';
-    int hlen = 1 + snprintf(head + 1, sizeof(head) - 1, "E1 %s %u %" PRIu64 "\n", re->node->node_id,
+    int hlen = 1 + snprintf(head + 1, sizeof(head) - 1, "E1 %s %u %" PRIu64 "\n", re->host.node_id,
                             m->loop, m->u64);
     size_t flen = m->len[1];
     char *body = malloc((size_t)hlen + flen);
@@ -671,10 +670,11 @@ void re_event(gw_engine_t *e, gw_event_t *ev)
 
 /* --- this node's heartbeat ------------------------------------------------------------------ */
 
+/* On IO loop i: its sessions tell the engine everything again. */
 static void rp_run_resync(void *arg)
 {
-    gw_loop_t *lp = arg;
-    gw_session_presence_resync(lp);
+    redis_engine_t *re = arg;
+    re->host.ops->resync(re->host.arg, gw_fanout_loop_current()->index);
 }
 
 void re_presence_server_ready(redis_engine_t *re)
@@ -685,10 +685,10 @@ void re_presence_server_ready(redis_engine_t *re)
     re_presence_tick(re);
     /* Before the node is ready there is no session to tell about (nor, at start, any IO loop
      * to post to: the engine starts first). Its readiness is stored after every loop is up. */
-    if (re->is_detached || !atomic_load(&re->node->is_ready))
+    if (re->is_detached || !re->host.ops->is_ready(re->host.arg))
         return;
     for (uint32_t i = 0; i < re->n_loops; i++)
-        (void)nl_loop_post(re->node->loops[i].loop, rp_run_resync, &re->node->loops[i]);
+        (void)gw_fanout_post(re->hub, i, rp_run_resync, re);
 }
 
 void re_presence_tick(redis_engine_t *re)
@@ -701,8 +701,8 @@ void re_presence_tick(redis_engine_t *re)
     char conns[24];
     snprintf(exp, sizeof(exp), "%" PRIu64, now + rp_ttl_ms(re));
     snprintf(conns, sizeof(conns), "%" PRIu64,
-             atomic_load_explicit(&re->node->connections, memory_order_relaxed));
-    const char *node = re->node->node_id;
+             re->host.ops->connections(re->host.arg));
+    const char *node = re->host.node_id;
     for (uint32_t i = 0; i < re->n_shards; i++) {
         const char *zadd[] = {"ZADD", GW_REDIS_NODES, exp, node};
         re_presence_send(re, i, 4, zadd, NULL);
@@ -726,8 +726,8 @@ bool re_presence_on_event(redis_engine_t *re, re_chan_t *c, const char *data, si
     if (!sp2)
         return true; /* malformed: dropped */
     /* The connection the event is about is skipped only on the node it is on. */
-    bool is_mine = (size_t)(sp1 - p) == strlen(re->node->node_id) &&
-                   memcmp(p, re->node->node_id, (size_t)(sp1 - p)) == 0;
+    bool is_mine = (size_t)(sp1 - p) == strlen(re->host.node_id) &&
+                   memcmp(p, re->host.node_id, (size_t)(sp1 - p)) == 0;
     uint32_t loop = is_mine ? (uint32_t)strtoul(sp1 + 1, NULL, 10) : UINT32_MAX;
     uint64_t conn = is_mine ? strtoull(sp2 + 1, NULL, 10) : 0;
     gw_event_t *ev =
@@ -738,7 +738,7 @@ bool re_presence_on_event(redis_engine_t *re, re_chan_t *c, const char *data, si
         uint32_t target = (uint32_t)__builtin_ctzll(mask);
         re_flush_loop(re, target);
         gw_event_t *ref = gw_event_ref(ev);
-        if (nl_loop_post(re->node->loops[target].loop, gw_presence_event_run, ref) < 0)
+        if (gw_fanout_post(re->hub, target, gw_presence_event_run, ref) < 0)
             gw_event_unref(ref);
     }
     gw_event_unref(ev);

@@ -338,7 +338,7 @@ static void rp_build_user(rp_query_t *q, gw_engine_result_t *res, void **scratch
 {
     typedef struct {
         gw_online_result_t r;
-        const char *nodes[GW_NODE_MAX_LOOPS];
+        const char *nodes[GW_FANOUT_MAX_LOOPS];
     } out_t;
     out_t *o = calloc(1, sizeof(*o));
     if (!o) {
@@ -358,7 +358,7 @@ static void rp_build_user(rp_query_t *q, gw_engine_result_t *res, void **scratch
             for (uint32_t k = 0; k < o->r.n_nodes; k++)
                 is_listed |= strncmp(o->nodes[k], f, (size_t)(slash - f)) == 0 &&
                              o->nodes[k][slash - f] == '/';
-            if (!is_listed && o->r.n_nodes < GW_NODE_MAX_LOOPS)
+            if (!is_listed && o->r.n_nodes < GW_FANOUT_MAX_LOOPS)
                 o->nodes[o->r.n_nodes++] = f; /* "node/loop:c": the node up to the slash */
         } else if (colon[1] == 's' && v && (o->r.since_ms == 0 || v < o->r.since_ms)) {
             o->r.since_ms = v;

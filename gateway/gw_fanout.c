@@ -1,17 +1,10 @@
 /*
- * gw_fanout: messages, batches and delivery. See gw_fanout.h.
+ * gw_fanout: messages, the hub and its loop parts, posts between loops, outboxes. Delivery to
+ * subscribers is gw_fanout_deliver.c. See gw_fanout.h.
  *
- * The per-delivery path is gw_fanout_deliver's inner loop: no allocation, no syscall, no
- * lock, no atomic except the block's reference count inside nl_conn_send_block. Everything
- * that happens once per message (lookup, offset bookkeeping, the latency sample) stays
- * outside it.
- *
- * Latency, two histograms per loop: publish-to-enqueue, from the moment the engine accepted
- * the message to the moment the last subscriber on this loop had it queued; and
- * publish-to-flush, to the moment the loop had written it to every subscriber's socket that had
- * room. For the second, the gateway's before-sleep hook asks netlib to flush at once
- * (nl_conn_flush_loop) rather than later in netlib's own hook, then takes one sample per
- * message delivered in the iteration.
+ * The calling thread's loop part is a thread-local pointer, set once by gw_fanout_loop_init on
+ * the loop's own thread: "am I on loop i of this hub?" is then one load and one compare, with
+ * no table to search and nothing for other threads to see.
  */
 #include "gw_fanout.h"
 
@@ -19,9 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gw_node.h"
-#include "gw_session.h"
-#include "gw_sub.h"
 #include "netlib/nl_common.h"
 #include "netlib/nl_log.h"
 #include "proto_frame.h"
@@ -30,11 +20,13 @@
 #define FANOUT_BATCH_MIN 16
 
 struct gw_fanout_batch_s {
-    gw_loop_t *target;
+    gw_fanout_loop_t *target;
     uint32_t count;
     uint32_t cap;
     gw_msg_t *msgs[];
 };
+
+static _Thread_local gw_fanout_loop_t *fanout_current;
 
 /* --- messages ----------------------------------------------------------------------------- */
 
@@ -49,7 +41,7 @@ gw_msg_t *gw_msg_new(const char *chan, size_t chan_len, uint32_t hash, uint64_t 
     memcpy(m->chan, chan, chan_len);
     m->chan[chan_len] = '\0';
     char epoch_hex[17];
-    gw_engine_epoch_str(epoch, epoch_hex);
+    proto_epoch_str(epoch, epoch_hex);
     Herald__Push push = HERALD__PUSH__INIT;
     push.channel = m->chan;
     push.offset = offset;
@@ -87,14 +79,90 @@ void gw_msg_unref(gw_msg_t *m)
     free(m);
 }
 
-/* --- batches ------------------------------------------------------------------------------ */
+/* --- the hub and its loops ---------------------------------------------------------------- */
 
-int gw_fanout_init(gw_fanout_t *fo, uint32_t n_loops)
+int gw_fanout_hub_init(gw_fanout_t *hub, uint32_t n_loops)
 {
-    fo->n_targets = n_loops;
-    fo->pending_mask = 0;
-    fo->batches = calloc(n_loops, sizeof(*fo->batches));
-    return fo->batches ? 0 : -ENOMEM;
+    if (n_loops == 0 || n_loops > GW_FANOUT_MAX_LOOPS)
+        return -EINVAL;
+    memset(hub, 0, sizeof(*hub));
+    hub->n_loops = n_loops;
+    return 0;
+}
+
+int gw_fanout_loop_init(gw_fanout_loop_t *fl, gw_fanout_t *hub, uint32_t index, nl_loop_t *loop,
+                        const gw_sub_index_cbs_t *cbs, void *sub_arg, gw_fanout_slow_cb on_slow,
+                        void *slow_arg)
+{
+    NL_ASSERT(index < hub->n_loops);
+    memset(fl, 0, sizeof(*fl));
+    fl->hub = hub;
+    fl->loop = loop;
+    fl->index = index;
+    fl->on_slow = on_slow;
+    fl->slow_arg = slow_arg;
+    int err = gw_sub_index_init(&fl->subs, cbs, sub_arg);
+    if (err < 0)
+        return err;
+    err = gw_fanout_outbox_init(&fl->out, hub);
+    if (err < 0) {
+        gw_sub_index_deinit(&fl->subs);
+        return err;
+    }
+    hub->loops[index] = fl;
+    fanout_current = fl;
+    return 0;
+}
+
+void gw_fanout_loop_deinit(gw_fanout_loop_t *fl)
+{
+    gw_fanout_outbox_deinit(&fl->out);
+    gw_sub_index_deinit(&fl->subs);
+    free(fl->leaving);
+    fl->leaving = NULL;
+    fl->n_leaving = 0;
+    fl->cap_leaving = 0;
+    free(fl->flush_pub_ns);
+    fl->flush_pub_ns = NULL;
+    fl->n_flush_pub = 0;
+    fl->cap_flush_pub = 0;
+    if (fanout_current == fl)
+        fanout_current = NULL;
+}
+
+void gw_fanout_loop_set_policy(gw_fanout_loop_t *fl, gw_slow_policy_t policy,
+                               uint64_t high_water_bytes)
+{
+    fl->slow_policy = (uint8_t)policy;
+    fl->high_water_bytes = high_water_bytes;
+}
+
+gw_fanout_loop_t *gw_fanout_loop_current(void)
+{
+    return fanout_current;
+}
+
+int gw_fanout_post_to(gw_fanout_t *hub, nl_loop_t *target, nl_loop_post_cb fn, void *arg)
+{
+    gw_fanout_loop_t *from = gw_fanout_here(hub);
+    if (from)
+        from->posts++;
+    return nl_loop_post(target, fn, arg);
+}
+
+int gw_fanout_post(gw_fanout_t *hub, uint32_t target, nl_loop_post_cb fn, void *arg)
+{
+    return gw_fanout_post_to(hub, hub->loops[target]->loop, fn, arg);
+}
+
+/* --- outboxes ----------------------------------------------------------------------------- */
+
+int gw_fanout_outbox_init(gw_fanout_outbox_t *out, gw_fanout_t *hub)
+{
+    memset(out, 0, sizeof(*out));
+    out->hub = hub;
+    out->batches = calloc(hub->n_loops, sizeof(*out->batches));
+    return out->batches ? 0 : -ENOMEM;
 }
 
 static void batch_free(gw_fanout_batch_t *b)
@@ -104,14 +172,14 @@ static void batch_free(gw_fanout_batch_t *b)
     free(b);
 }
 
-void gw_fanout_deinit(gw_fanout_t *fo)
+void gw_fanout_outbox_deinit(gw_fanout_outbox_t *out)
 {
-    for (uint32_t i = 0; fo->batches && i < fo->n_targets; i++)
-        if (fo->batches[i])
-            batch_free(fo->batches[i]);
-    free(fo->batches);
-    fo->batches = NULL;
-    fo->pending_mask = 0;
+    for (uint32_t i = 0; out->batches && i < out->hub->n_loops; i++)
+        if (out->batches[i])
+            batch_free(out->batches[i]);
+    free(out->batches);
+    out->batches = NULL;
+    out->pending_mask = 0;
 }
 
 /* Runs on the target loop: the batch arrives whole, in the order it was filled. */
@@ -125,120 +193,62 @@ static void fanout_run_batch(void *arg)
     free(b);
 }
 
-static void fanout_append(gw_loop_t *src, uint32_t target, gw_msg_t *m)
+void gw_fanout_outbox_add(gw_fanout_outbox_t *out, uint32_t target, gw_msg_t *m)
 {
-    gw_fanout_t *fo = &src->fanout;
-    gw_fanout_batch_t *b = fo->batches[target];
+    gw_fanout_batch_t *b = out->batches[target];
     if (!b || b->count == b->cap) {
         uint32_t cap = b ? b->cap * 2 : FANOUT_BATCH_MIN;
         gw_fanout_batch_t *nb = realloc(b, sizeof(*nb) + sizeof(nb->msgs[0]) * cap);
         if (!nb) {
-            src->stats.fanout_failures++;
+            out->failures++;
             return;
         }
         if (!b) {
-            nb->target = &src->node->loops[target];
+            nb->target = out->hub->loops[target];
             nb->count = 0;
         }
         nb->cap = cap;
-        fo->batches[target] = b = nb;
-        fo->pending_mask |= UINT64_C(1) << target;
+        out->batches[target] = b = nb;
+        out->pending_mask |= UINT64_C(1) << target;
     }
     b->msgs[b->count++] = gw_msg_ref(m);
 }
 
-void gw_fanout_flush_target(gw_loop_t *src, uint32_t target)
+void gw_fanout_outbox_add_mask(gw_fanout_outbox_t *out, uint64_t loop_mask, gw_msg_t *m)
 {
-    gw_fanout_t *fo = &src->fanout;
-    gw_fanout_batch_t *b = fo->batches[target];
+    for (; loop_mask; loop_mask &= loop_mask - 1)
+        gw_fanout_outbox_add(out, (uint32_t)__builtin_ctzll(loop_mask), m);
+}
+
+void gw_fanout_outbox_flush_target(gw_fanout_outbox_t *out, uint32_t target)
+{
+    gw_fanout_batch_t *b = out->batches[target];
     if (!b)
         return;
-    fo->batches[target] = NULL;
-    fo->pending_mask &= ~(UINT64_C(1) << target);
-    if (gw_loop_post(src, target, fanout_run_batch, b) < 0) {
-        src->stats.fanout_failures += b->count;
+    out->batches[target] = NULL;
+    out->pending_mask &= ~(UINT64_C(1) << target);
+    if (gw_fanout_post(out->hub, target, fanout_run_batch, b) < 0) {
+        out->failures += b->count;
         batch_free(b);
         return;
     }
-    src->stats.fanout_batches++;
+    out->batches_posted++;
 }
 
-void gw_fanout_flush(gw_loop_t *src)
+void gw_fanout_outbox_flush(gw_fanout_outbox_t *out)
 {
-    uint64_t mask = src->fanout.pending_mask;
+    uint64_t mask = out->pending_mask;
     while (mask) {
         uint32_t target = (uint32_t)__builtin_ctzll(mask);
         mask &= mask - 1;
-        gw_fanout_flush_target(src, target);
+        gw_fanout_outbox_flush_target(out, target);
     }
 }
 
-void gw_fanout_publish(gw_loop_t *src, gw_msg_t *m, uint64_t loop_mask)
+void gw_fanout_publish(gw_fanout_loop_t *fl, gw_msg_t *m, uint64_t loop_mask)
 {
-    uint64_t self = UINT64_C(1) << src->index;
-    uint64_t others = loop_mask & ~self;
-    while (others) {
-        uint32_t target = (uint32_t)__builtin_ctzll(others);
-        others &= others - 1;
-        fanout_append(src, target, m);
-    }
+    uint64_t self = UINT64_C(1) << fl->index;
+    gw_fanout_outbox_add_mask(&fl->out, loop_mask & ~self, m);
     if (loop_mask & self)
-        gw_fanout_deliver(src, m);
-}
-
-/* --- delivery ----------------------------------------------------------------------------- */
-
-/* Keeps the message's publish time for the publish-to-flush sample that gw_fanout_flush_done
- * takes once the loop has written this iteration's output. Without memory the sample is
- * skipped; the delivery is not affected. */
-static void fanout_note_flush(gw_loop_t *lp, uint64_t publish_ns)
-{
-    if (lp->n_flush_pub == lp->cap_flush_pub) {
-        uint32_t cap = lp->cap_flush_pub ? lp->cap_flush_pub * 2 : 64;
-        uint64_t *p = realloc(lp->flush_pub_ns, cap * sizeof(*p));
-        if (!p)
-            return;
-        lp->flush_pub_ns = p;
-        lp->cap_flush_pub = cap;
-    }
-    lp->flush_pub_ns[lp->n_flush_pub++] = publish_ns;
-}
-
-void gw_fanout_flush_done(gw_loop_t *lp)
-{
-    if (lp->n_flush_pub == 0)
-        return;
-    nl_conn_flush_loop(lp->loop);
-    uint64_t now_ns = nl_now_ns();
-    for (uint32_t i = 0; i < lp->n_flush_pub; i++)
-        nl_hist_record_local(&lp->stats.flush_ns, now_ns - lp->flush_pub_ns[i]);
-    lp->n_flush_pub = 0;
-    /* A burst's array is not kept: a quiet loop holds 1,024 entries (8 KiB) at most. */
-    if (lp->cap_flush_pub > 1024) {
-        free(lp->flush_pub_ns);
-        lp->flush_pub_ns = NULL;
-        lp->cap_flush_pub = 0;
-    }
-}
-
-void gw_fanout_deliver(gw_loop_t *lp, gw_msg_t *m)
-{
-    gw_sub_entry_t *e = gw_sub_find(&lp->subs, m->chan, m->chan_len, m->hash);
-    if (!e || !gw_sub_entry_is_active(e)) {
-        /* A leave crossed the message, or the join is not answered yet (the message predates
-         * it): nobody here may see it. */
-        lp->stats.unrouted++;
-        return;
-    }
-    /* A message outside the channel's sequence (offset 0: a plain Redis PUBLISH, or one
-     * delivered locally while Redis was away) does not move where subscribers stand. */
-    if (m->offset != 0)
-        gw_sub_entry_advance(e, m->offset, m->epoch);
-    uint32_t n;
-    gw_sub_set_t *const *members = gw_sub_entry_members(e, &n);
-    uint64_t queued = gw_session_deliver(lp, e, members, n, m->block);
-    lp->stats.deliveries += queued;
-    nl_hist_record_local(&lp->stats.latency_ns, nl_now_ns() - m->publish_ns);
-    if (queued > 0) /* nothing is written for a message every member dropped */
-        fanout_note_flush(lp, m->publish_ns);
+        gw_fanout_deliver(fl, m);
 }

@@ -1,19 +1,15 @@
 /*
- * gw_node: building, running and stopping a node. See gw_node.h for the shape and the
- * shutdown sequence.
+ * gw_node: building, running and freeing a node, its config and its reload. See gw_node.h for
+ * the shape; the drain and the shutdown steps are gw_node_stop.c, an IO loop's own life
+ * gw_loop.c.
  *
  * Startup order matters for two reasons. Signals are blocked before the first thread starts,
  * so every thread inherits the mask and only the accept loop's signalfd sees SIGINT/SIGTERM.
  * The engine is created before the IO loop threads start (each loop calls its tick from the
  * first iteration, and the thread's creation is what makes the engine visible to it) and before
- * the listener starts (sessions call it); it posts to the loops only once work arrives.
- *
- * The shutdown steps, the drain's included, run on the accept loop as a small state machine:
- * each step posts one closure to every IO loop, each loop answers by posting back, and the
- * last answer starts the next step. Each kind of answer has its own function and is ignored
- * outside its step, so an answer still on its way when a second signal cuts a drain short is
- * not counted for the steps that follow. Nothing blocks the accept loop except gw_http_stop
- * and nl_pool_shutdown joining their own threads.
+ * the listener starts (sessions call it); it posts to the loops only once work arrives. The
+ * listener starts last (gw_node_listen), after whatever main.c attached (the admin API): a
+ * failing admin bind then leaves no client session behind.
  */
 #include "gw_node.h"
 
@@ -28,388 +24,35 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-#include "gw_admin.h"
-#include "gw_reload.h"
+#include "gw_config_reload.h"
+#include "gw_engine_memory.h"
+#include "gw_engine_redis.h"
+#include "gw_node_int.h"
 #include "gw_session.h"
 #include "netlib/nl_common.h"
 #include "netlib/nl_log.h"
 #include "proto_frame.h"
 
-enum {
-    NODE_RUNNING = 0,
-    NODE_DRAIN_MARK = 1,       /* drain step D1 */
-    NODE_DRAINING = 2,         /* drain step D2 */
-    NODE_HANDING_OVER = 3,     /* step 1's round: fan-out batches posted */
-    NODE_CLOSING_SESSIONS = 4, /* step 2 */
-    NODE_QUIESCING = 5,        /* step 3 */
-    NODE_STOPPED = 6,
-};
+/* --- accessors ---------------------------------------------------------------------------- */
 
-/* --- per-loop state ----------------------------------------------------------------------- */
-
-int gw_loop_post(gw_loop_t *from, uint32_t target, nl_loop_post_cb fn, void *arg)
+gw_engine_t *gw_node_engine(const gw_node_t *node)
 {
-    from->cross_posts++;
-    return nl_loop_post(from->node->loops[target].loop, fn, arg);
+    return node->engine;
 }
 
-int gw_loop_post_to(gw_loop_t *from, nl_loop_t *target, nl_loop_post_cb fn, void *arg)
+bool gw_node_is_ready(const gw_node_t *node)
 {
-    from->cross_posts++;
-    return nl_loop_post(target, fn, arg);
+    return atomic_load_explicit(&node->is_ready, memory_order_relaxed);
 }
 
-static void loop_before_sleep(nl_loop_t *loop, void *arg)
+bool gw_node_is_stopping(const gw_node_t *node)
 {
-    gw_loop_t *lp = arg;
-    gw_fanout_flush(lp);
-    gw_fanout_flush_done(lp);
-    lp->node->engine->ops->tick(lp->node->engine, lp->index);
-    nl_loop_stats_t st;
-    nl_loop_get_stats(loop, &st);
-    nl_hist_record_local(&lp->stats.loop_lag_us, st.last_lag_us);
+    return atomic_load_explicit(&node->is_stopping, memory_order_relaxed);
 }
 
-/* On the new IO thread, before its loop runs. A failure is left in start_err for
- * gw_node_new, which reads it after nl_loop_thread_start returned. */
-static int loop_setup(nl_loop_t *loop, gw_loop_t *lp)
+size_t gw_node_session_bytes(void)
 {
-    const gw_config_t *cfg = gw_loop_cfg(lp);
-    lp->loop = loop;
-    nl_loop_set_data(loop, lp);
-    gw_loop_config_changed(lp, NULL, cfg);
-    nl_buf_init(&lp->scratch, 0);
-    gw_stats_init(&lp->stats);
-    nl_conn_set_batch_sends(loop, cfg->is_batch_sends);
-    int err = gw_sub_index_init(&lp->subs, &gw_session_sub_cbs, lp);
-    if (err < 0)
-        return err;
-    err = gw_chantab_init(&lp->recovering);
-    if (err < 0)
-        goto fail_subs;
-    err = gw_fanout_init(&lp->fanout, lp->node->n_loops);
-    if (err < 0)
-        goto fail_subs;
-    uint64_t shortest = cfg->connect_timeout_ms < cfg->idle_timeout_ms ? cfg->connect_timeout_ms
-                                                                       : cfg->idle_timeout_ms;
-    uint64_t longest = cfg->connect_timeout_ms > cfg->idle_timeout_ms ? cfg->connect_timeout_ms
-                                                                      : cfg->idle_timeout_ms;
-    err = gw_heartbeat_init(&lp->hb, loop, gw_heartbeat_tick_ms(shortest), longest,
-                            gw_session_on_deadline, lp);
-    if (err < 0)
-        goto fail_fanout;
-    err = gw_presence_loop_init(lp);
-    if (err < 0)
-        goto fail_hb;
-    err = nl_loop_add_before_sleep(loop, loop_before_sleep, lp);
-    if (err < 0)
-        goto fail_presence;
-    return 0;
-fail_presence:
-    gw_presence_loop_deinit(lp);
-fail_hb:
-    gw_heartbeat_deinit(&lp->hb);
-fail_fanout:
-    gw_fanout_deinit(&lp->fanout);
-fail_subs:
-    gw_session_recover_deinit(lp);
-    gw_sub_index_deinit(&lp->subs);
-    return err;
-}
-
-static void loop_on_start(nl_loop_t *loop, void *arg)
-{
-    gw_loop_t *lp = arg;
-    lp->start_err = loop_setup(loop, lp);
-}
-
-static void loop_on_stop(nl_loop_t *loop, void *arg)
-{
-    NL_UNUSED(loop);
-    gw_loop_t *lp = arg;
-    if (lp->start_err < 0)
-        return;
-    gw_drain_stop(lp);
-    if (gw_heartbeat_count(&lp->hb) > 0) {
-        /* Sessions are closed in shutdown step 2; reaching here with some open is a bug. Their
-         * on_close would touch the state freed below, so leak it rather than crash. */
-        NL_LOG(NL_ERROR, "loop_stop_with_sessions", "sessions=%zu", gw_heartbeat_count(&lp->hb));
-        return;
-    }
-    gw_presence_loop_deinit(lp);
-    gw_heartbeat_deinit(&lp->hb);
-    gw_fanout_deinit(&lp->fanout);
-    gw_sub_index_deinit(&lp->subs);
-    gw_session_recover_deinit(lp);
-    nl_buf_deinit(&lp->scratch);
-    free(lp->flush_pub_ns);
-    lp->flush_pub_ns = NULL;
-    free(lp->leaving);
-    lp->leaving = NULL;
-    lp->n_leaving = 0;
-    lp->cap_leaving = 0;
-    lp->n_flush_pub = 0;
-    lp->cap_flush_pub = 0;
-}
-
-/* --- shutdown ----------------------------------------------------------------------------- */
-
-static void node_step(gw_node_t *node);
-
-/* On the accept loop: one loop answered the current step. */
-static void node_on_ack(void *arg)
-{
-    gw_loop_t *lp = arg;
-    gw_node_t *node = lp->node;
-    if (++node->stop_acks == node->n_loops)
-        node_step(node);
-}
-
-static void loop_ack(gw_loop_t *lp)
-{
-    lp->acked_cross_posts = lp->cross_posts;
-    if (nl_loop_post(lp->node->main_loop, node_on_ack, lp) < 0)
-        NL_ASSERT(!"shutdown ack lost"); /* the node could never finish stopping */
-}
-
-static void loop_ack_run(void *arg)
-{
-    loop_ack(arg);
-}
-
-/* Step 1's round on an IO loop: posts the fan-out batches it holds, then answers. A message
- * the node answered for before the stop (its owner loop ran it, so this post comes after it)
- * is then queued on every subscriber's loop ahead of that loop's step 2. */
-static void loop_hand_over(void *arg)
-{
-    gw_loop_t *lp = arg;
-    gw_fanout_flush(lp);
-    loop_ack(lp);
-}
-
-/* Step 2 on an IO loop: Disconnect{SHUTDOWN} and close every session. Their on_close runs at
- * the end of this iteration, so the answer is posted from the next one. The answers made in
- * this iteration (queued for its flush) go out first: queued, they would hold the Disconnect
- * behind them, and the forced close drops what is queued. */
-static void loop_close_sessions(void *arg)
-{
-    gw_loop_t *lp = arg;
-    lp->is_stopping = true;
-    gw_drain_stop(lp);
-    nl_conn_flush_loop(lp->loop);
-    gw_session_close_all(lp);
-    if (nl_loop_post(lp->loop, loop_ack_run, lp) < 0)
-        loop_ack(lp);
-}
-
-static void node_broadcast(gw_node_t *node, nl_loop_post_cb fn)
-{
-    node->stop_acks = 0;
-    for (uint32_t i = 0; i < node->n_loops; i++)
-        if (nl_loop_post(node->loops[i].loop, fn, &node->loops[i]) < 0)
-            NL_ASSERT(!"shutdown post lost");
-}
-
-static void node_finish(gw_node_t *node)
-{
-    /* The engine's own thread (Redis) posts to the loops: it stops before they do, and what it
-     * posted before is already queued ahead of their stop. */
-    if (node->engine && node->engine->ops->detach)
-        node->engine->ops->detach(node->engine);
-    for (uint32_t i = 0; i < node->n_loops; i++) {
-        int err = nl_loop_thread_stop(node->threads[i]);
-        node->threads[i] = NULL;
-        if (err < 0) {
-            NL_LOG(NL_ERROR, "loop_stop_failed", "loop=%u err=%s", i, nl_strerror(err));
-            node->exit_status = err;
-        }
-    }
-    if (node->sig) {
-        nl_signal_close(node->sig);
-        node->sig = NULL;
-    }
-    node->stop_step = NODE_STOPPED;
-    NL_LOG(NL_INFO, "shutdown_done", "status=%d", node->exit_status);
-    nl_loop_stop(node->main_loop);
-}
-
-/* Quiescence: a round in which no loop posted to another since the previous round means
- * every leave, batch and reply in flight has landed (see gw_node.h). */
-static void node_step(gw_node_t *node)
-{
-    if (node->stop_step == NODE_HANDING_OVER) {
-        node->stop_step = NODE_CLOSING_SESSIONS;
-        node_broadcast(node, loop_close_sessions);
-        return;
-    }
-    uint64_t posts = 0;
-    for (uint32_t i = 0; i < node->n_loops; i++)
-        posts += node->loops[i].acked_cross_posts;
-    if (node->stop_step == NODE_CLOSING_SESSIONS || posts != node->stop_posts_seen) {
-        node->stop_step = NODE_QUIESCING;
-        node->stop_posts_seen = posts;
-        node_broadcast(node, loop_ack_run);
-        return;
-    }
-    node_finish(node);
-}
-
-void gw_node_stop(gw_node_t *node)
-{
-    if (node->stop_step >= NODE_HANDING_OVER)
-        return;
-    if (node->drain_timer) {
-        nl_timer_close(node->drain_timer, NULL);
-        node->drain_timer = NULL;
-    }
-    node->stop_step = NODE_HANDING_OVER;
-    atomic_store(&node->is_ready, false);
-    atomic_store(&node->is_draining, false);
-    atomic_store(&node->is_stopping, true);
-    if (node->server) {
-        nl_server_close(node->server);
-        node->server = NULL;
-    }
-    if (node->http)
-        gw_http_stop(node->http);
-    if (node->pool)
-        nl_pool_shutdown(node->pool, NL_POOL_DISCARD);
-    node_broadcast(node, loop_hand_over);
-}
-
-/* --- drain -------------------------------------------------------------------------------- */
-
-static void node_post_all(gw_node_t *node, nl_loop_post_cb fn)
-{
-    for (uint32_t i = 0; i < node->n_loops; i++)
-        if (nl_loop_post(node->loops[i].loop, fn, &node->loops[i]) < 0)
-            NL_ASSERT(!"drain post lost"); /* the drain could not finish but by its timeout */
-}
-
-static void node_drain_end(gw_node_t *node, bool is_forced)
-{
-    NL_LOG(NL_INFO, "drain_end", "elapsed_ms=%" PRIu64 " forced=%s sessions_left=%" PRIu64,
-           nl_now_ms() - node->drain_start_ms, is_forced ? "true" : "false",
-           atomic_load_explicit(&node->connections, memory_order_relaxed));
-    gw_node_stop(node);
-}
-
-/* On the accept loop: the window and the grace have passed with sessions still open. */
-static void node_on_drain_timeout(nl_timer_t *t, void *arg)
-{
-    NL_UNUSED(t);
-    gw_node_t *node = arg;
-    if (node->stop_step == NODE_DRAIN_MARK || node->stop_step == NODE_DRAINING)
-        node_drain_end(node, true);
-}
-
-/* On the accept loop: a loop has no session left (step D2 answered). */
-static void node_on_drained(void *arg)
-{
-    gw_loop_t *lp = arg;
-    gw_node_t *node = lp->node;
-    if (node->stop_step == NODE_DRAINING && ++node->drain_acks == node->n_loops)
-        node_drain_end(node, false);
-}
-
-/* gw_drain's on_drained, on an IO loop. A lost answer leaves the node to its drain timeout. */
-static void loop_drained(gw_loop_t *lp)
-{
-    if (nl_loop_post(lp->node->main_loop, node_on_drained, lp) < 0)
-        NL_LOG(NL_ERROR, "drain_answer_lost", "loop=%u err=%s", lp->index, nl_strerror(-ENOMEM));
-}
-
-/* Step D2 on an IO loop. */
-static void loop_drain_start(void *arg)
-{
-    gw_loop_t *lp = arg;
-    int err = gw_drain_start(lp, lp->node->drain_window_ms, loop_drained);
-    if (err < 0) {
-        /* No timer: the stop that follows closes this loop's sessions at once. */
-        NL_LOG(NL_ERROR, "drain_start_failed", "loop=%u err=%s", lp->index, nl_strerror(err));
-        loop_drained(lp);
-    }
-}
-
-/* On the accept loop: a loop answered step D1. */
-static void node_on_marked(void *arg)
-{
-    gw_loop_t *lp = arg;
-    gw_node_t *node = lp->node;
-    if (node->stop_step != NODE_DRAIN_MARK || ++node->drain_acks < node->n_loops)
-        return;
-    node->stop_step = NODE_DRAINING;
-    node->drain_acks = 0;
-    node_post_all(node, loop_drain_start);
-}
-
-static void loop_marked(void *arg)
-{
-    gw_loop_t *lp = arg;
-    if (nl_loop_post(lp->node->main_loop, node_on_marked, lp) < 0)
-        NL_LOG(NL_ERROR, "drain_answer_lost", "loop=%u err=%s", lp->index, nl_strerror(-ENOMEM));
-}
-
-/* Step D1 on an IO loop: from now on it refuses new connections. The answer leaves from the
- * next iteration, after this one's before-sleep posted its fan-out batches (see gw_node.h). */
-static void loop_drain_mark(void *arg)
-{
-    gw_loop_t *lp = arg;
-    lp->is_draining = true;
-    if (nl_loop_post(lp->loop, loop_marked, lp) < 0)
-        loop_marked(lp);
-}
-
-static void node_drain_begin(gw_node_t *node, const char *signal_name)
-{
-    node->drain_window_ms = node->snap->cfg.drain_ms;
-    node->drain_start_ms = nl_now_ms();
-    int err = nl_timer_new(&node->drain_timer, node->main_loop, node_on_drain_timeout, node);
-    if (err == 0)
-        err = nl_timer_start(node->drain_timer, node->drain_window_ms + GW_NODE_DRAIN_GRACE_MS, 0);
-    if (err < 0) {
-        /* Without the timeout a stuck loop could hold the node forever: stop at once. */
-        NL_LOG(NL_ERROR, "drain_failed", "err=%s", nl_strerror(err));
-        gw_node_stop(node);
-        return;
-    }
-    /* Refused and not ready before the line is logged, so that whoever sees it can rely on
-     * both. */
-    if (node->server) {
-        nl_server_close(node->server);
-        node->server = NULL;
-    }
-    atomic_store(&node->is_ready, false);
-    atomic_store(&node->is_draining, true);
-    node->stop_step = NODE_DRAIN_MARK;
-    node->drain_acks = 0;
-    NL_LOG(NL_INFO, "drain_begin", "signal=%s window_ms=%" PRIu64 " grace_ms=%u sessions=%" PRIu64,
-           signal_name, node->drain_window_ms, GW_NODE_DRAIN_GRACE_MS,
-           atomic_load_explicit(&node->connections, memory_order_relaxed));
-    node_post_all(node, loop_drain_mark);
-}
-
-static void node_on_signal(nl_signal_t *s, int signum, void *arg)
-{
-    NL_UNUSED(s);
-    gw_node_t *node = arg;
-    if (signum == SIGHUP) {
-        if (node->stop_step == NODE_RUNNING)
-            (void)gw_reload_run(node);
-        else
-            NL_LOG(NL_WARN, "reload_ignored", "reason=stopping");
-        return;
-    }
-    const char *name = signum == SIGINT ? "SIGINT" : "SIGTERM";
-    if (node->stop_step == NODE_RUNNING && node->snap->cfg.drain_ms > 0) {
-        node_drain_begin(node, name);
-        return;
-    }
-    if (node->stop_step >= NODE_HANDING_OVER)
-        return; /* already stopping at once */
-    NL_LOG(NL_INFO, "shutdown_begin", "signal=%s during_drain=%s", name,
-           node->stop_step == NODE_RUNNING ? "false" : "true");
-    gw_node_stop(node);
+    return gw_session_sizeof();
 }
 
 /* --- config ------------------------------------------------------------------------------- */
@@ -491,7 +134,7 @@ int gw_node_config_replace(gw_node_t *node, gw_config_snap_t *snap, gw_node_appl
     for (uint32_t i = 0; i < node->n_loops; i++) {
         *msgs[i] = (loop_config_msg_t){
             .lp = &node->loops[i], .snap = gw_config_snap_ref(snap), .rep = rep};
-        if (nl_loop_post(node->loops[i].loop, loop_config_apply, msgs[i]) < 0) {
+        if (nl_loop_post(node->loops[i].fo.loop, loop_config_apply, msgs[i]) < 0) {
             /* That loop keeps the config it has; said loudly, since the node is now mixed. */
             NL_LOG(NL_ERROR, "reload_post_failed", "loop=%u err=%s", i, nl_strerror(-ENOMEM));
             gw_config_snap_unref(msgs[i]->snap);
@@ -504,18 +147,57 @@ int gw_node_config_replace(gw_node_t *node, gw_config_snap_t *snap, gw_node_appl
     return 0;
 }
 
-/* The values a loop keeps copies of, for its delivery path. (Add the loop's other reactions to
- * a reload here; see gw_node.h.) */
-void gw_loop_config_changed(gw_loop_t *lp, const gw_config_t *old, const gw_config_t *cfg)
+/* --- reload ------------------------------------------------------------------------------ */
+
+/* The node-wide settings that live outside the IO loops (the log level, the attached parts):
+ * cfg's values where they differ from old's. */
+static void node_apply_reload(gw_node_t *node, const gw_config_t *old, const gw_config_t *cfg)
 {
-    lp->slow_policy = (uint8_t)cfg->slow_consumer;
-    lp->high_water_bytes = cfg->output_high_water_bytes;
-    /* This loop's engine shard re-applies the history rules to the channels it holds; at the
-     * loop's start (old NULL) it has them from its creation. */
-    gw_engine_t *engine = lp->node->engine;
-    if (old && (strcmp(old->history_rules, cfg->history_rules) != 0 ||
-                old->history_max_bytes != cfg->history_max_bytes))
-        engine->ops->reconfigure(engine, lp->index, cfg);
+    if (cfg->log_level != old->log_level)
+        nl_log_set_level((nl_log_level_t)cfg->log_level);
+    for (uint32_t i = 0; i < node->n_parts; i++)
+        if (node->parts[i].on_reload)
+            node->parts[i].on_reload(node->parts[i].arg, old, cfg);
+}
+
+/* gw_node_config_replace's report: the new config is in force on every IO loop, so whoever
+ * reads ev=reload_done may rely on it. Runs on the loop that applied it last. */
+static void node_reload_applied(void *arg)
+{
+    gw_config_reload_t *r = arg;
+    gw_config_reload_log_done(r);
+    free(r);
+}
+
+int gw_node_reload(gw_node_t *node)
+{
+    gw_config_reload_t r;
+    int rc = gw_config_reload(node->snap, &node->src, &r);
+    if (rc < 0 || !r.snap)
+        return rc;
+    gw_config_reload_t *report = malloc(sizeof(*report));
+    if (!report) {
+        gw_config_snap_unref(r.snap);
+        NL_LOG(NL_ERROR, "reload_failed", "err=%s", nl_strerror(-ENOMEM));
+        return -ENOMEM;
+    }
+    *report = r;
+    report->snap = NULL;
+    /* Before the IO loops get theirs, so that ev=reload_done (logged by the last loop to apply
+     * it) finds everything in place. The running snapshot stays alive across the replace: the
+     * node's reference goes only once the new one is in. */
+    gw_config_snap_t *running = gw_config_snap_ref(node->snap);
+    node_apply_reload(node, &running->cfg, &r.snap->cfg);
+    const gw_config_t *wanted = &r.snap->cfg;
+    rc = gw_node_config_replace(node, gw_config_snap_ref(r.snap), node_reload_applied, report);
+    if (rc < 0) {
+        node_apply_reload(node, wanted, &running->cfg);
+        free(report);
+        NL_LOG(NL_ERROR, "reload_failed", "err=%s", nl_strerror(rc));
+    }
+    gw_config_snap_unref(r.snap);
+    gw_config_snap_unref(running);
+    return rc;
 }
 
 /* --- startup ------------------------------------------------------------------------------ */
@@ -549,8 +231,8 @@ static int node_start_loops(gw_node_t *node)
             .name = name,
             .cpu = cpu,
             .is_pinned = cpu >= 0,
-            .on_start = loop_on_start,
-            .on_stop = loop_on_stop,
+            .on_start = gw_loop_on_start,
+            .on_stop = gw_loop_on_stop,
             .arg = lp,
         };
         int err = nl_loop_thread_start(&node->threads[i], &opts);
@@ -639,32 +321,6 @@ static int node_start_server(gw_node_t *node)
     return nl_server_start(node->server);
 }
 
-static int node_start_admin(gw_node_t *node)
-{
-    const gw_config_t *cfg = &node->snap->cfg;
-    if (!cfg->is_admin_enabled)
-        return 0;
-    gw_http_opts_t opts = {
-        .host = cfg->admin_host,
-        .port = cfg->admin_port,
-        .api_key = cfg->admin_api_key,
-        .max_body_bytes = cfg->admin_max_body_bytes,
-        .request_timeout_ms = cfg->admin_request_timeout_ms,
-    };
-    int err = gw_http_new(&node->http, &opts);
-    if (err == 0)
-        err = gw_admin_register(node->http, node);
-    if (err == 0)
-        err = gw_http_start(node->http);
-    if (err < 0) {
-        NL_LOG(NL_ERROR, "admin_listen_failed", "host=%s port=%u err=%s", cfg->admin_host,
-               cfg->admin_port, nl_strerror(err));
-        return err;
-    }
-    node->admin_port = gw_http_port(node->http);
-    return 0;
-}
-
 /* io_threads, or 0 for one loop per CPU herald may run on: its affinity set, which a cpuset,
  * a container's CPU list or taskset may make smaller than the machine. */
 static uint32_t node_loop_count(const gw_config_t *cfg)
@@ -701,14 +357,39 @@ static int node_alloc(gw_node_t *node, const gw_config_t *cfg)
     node->threads = calloc(node->n_loops, sizeof(*node->threads));
     if (!node->loops || !node->io_loops || !node->threads)
         return -ENOMEM;
+    err = gw_fanout_hub_init(&node->hub, node->n_loops);
+    if (err < 0)
+        return err;
     for (uint32_t i = 0; i < node->n_loops; i++) {
         gw_loop_t *lp = &node->loops[i];
         lp->node = node;
-        lp->index = i;
         /* Taken before the thread starts, which orders the loop's reads after this. */
         lp->snap = gw_config_snap_ref(node->snap);
     }
+    node->host = (gw_engine_host_t){
+        .fanout = &node->hub,
+        .cfg = &node->snap->cfg,
+        .node_id = node->node_id,
+        .ops = &gw_loop_host_ops,
+        .arg = node,
+    };
     return nl_loop_new(&node->main_loop, &(nl_loop_opts_t){.id = -1});
+}
+
+/* The engines a node may run, by [engine] type. */
+static const gw_engine_type_t node_engines[] = {
+    {"memory", gw_engine_memory_new},
+    {"redis", gw_engine_redis_new},
+};
+
+static int node_new_engine(gw_node_t *node)
+{
+    const char *name = gw_engine_kind_str(node->snap->cfg.engine);
+    for (size_t i = 0; i < sizeof(node_engines) / sizeof(node_engines[0]); i++)
+        if (strcmp(node_engines[i].name, name) == 0)
+            return node_engines[i].create(&node->engine, &node->host);
+    NL_LOG(NL_ERROR, "engine_unknown", "engine=%s", name);
+    return -EINVAL;
 }
 
 static int node_start(gw_node_t *node)
@@ -719,7 +400,7 @@ static int node_start(gw_node_t *node)
     signal(SIGPIPE, SIG_IGN);
     int err = nl_signal_block(sigs, 3);
     if (err == 0)
-        err = nl_signal_new(&node->sig, node->main_loop, sigs, 3, node_on_signal, node);
+        err = nl_signal_new(&node->sig, node->main_loop, sigs, 3, gw_node_on_signal, node);
     if (err == 0)
         err = nl_pool_new(&node->pool, &(nl_pool_opts_t){
                                            .name = "herald-auth",
@@ -727,15 +408,9 @@ static int node_start(gw_node_t *node)
                                            .queue_capacity = cfg->worker_queue_capacity,
                                        });
     if (err == 0)
-        err = cfg->engine == GW_ENGINE_REDIS ? gw_engine_redis_new(&node->engine, node)
-                                             : gw_engine_memory_new(&node->engine, node);
+        err = node_new_engine(node);
     if (err == 0)
         err = node_start_loops(node);
-    /* Admin before the listener: a failing admin bind then leaves no client session behind. */
-    if (err == 0)
-        err = node_start_admin(node);
-    if (err == 0)
-        err = node_start_server(node);
     return err;
 }
 
@@ -754,17 +429,38 @@ int gw_node_new(gw_node_t **out, const gw_config_t *cfg, const gw_config_source_
         gw_node_free(node);
         return err;
     }
+    *out = node;
+    return 0;
+}
+
+int gw_node_attach(gw_node_t *node, const gw_node_part_t *part)
+{
+    if (node->n_parts == GW_NODE_PARTS_MAX)
+        return -ENOSPC;
+    node->parts[node->n_parts++] = *part;
+    return 0;
+}
+
+int gw_node_listen(gw_node_t *node)
+{
+    int err = node_start_server(node);
+    if (err < 0)
+        return err;
     /* Ready before the line that says so: whoever reads "listening" (an operator, a test's
      * harness) may ask /readyz at once. */
     atomic_store(&node->is_ready, true);
-    if (cfg->is_insecure)
+    if (node->snap->cfg.is_insecure)
         NL_LOG(NL_WARN, "insecure_mode",
                "msg=\"tokens are NOT verified: any client may connect as any user; demos and "
                "tests only\"");
-    NL_LOG(NL_INFO, "listening", "port=%u admin_port=%u io_threads=%u pinned=%s engine=%s node=%s",
-           node->port, node->admin_port, node->n_loops, node_loop_cpu(node, 0) >= 0 ? "yes" : "no",
+    char parts[96] = "";
+    size_t used = 0;
+    for (uint32_t i = 0; i < node->n_parts && used < sizeof(parts); i++)
+        used += (size_t)snprintf(parts + used, sizeof(parts) - used, " %s=%u",
+                                 node->parts[i].port_key, node->parts[i].port);
+    NL_LOG(NL_INFO, "listening", "port=%u%s io_threads=%u pinned=%s engine=%s node=%s", node->port,
+           parts, node->n_loops, node_loop_cpu(node, 0) >= 0 ? "yes" : "no",
            node->engine->ops->name, node->node_id);
-    *out = node;
     return 0;
 }
 
@@ -782,8 +478,6 @@ void gw_node_free(gw_node_t *node)
         return;
     if (node->server)
         nl_server_close(node->server);
-    if (node->http)
-        gw_http_stop(node->http);
     if (node->pool)
         nl_pool_shutdown(node->pool, NL_POOL_DISCARD);
     /* Only reached with loops still running on a failed start (no sessions yet) or after
@@ -804,7 +498,6 @@ void gw_node_free(gw_node_t *node)
     }
     gw_engine_free(node->engine);
     nl_pool_free(node->pool);
-    gw_http_free(node->http);
     /* Every thread that could hold a reference has stopped; what the pool or a loop queue
      * still held was dropped as they finished. */
     for (uint32_t i = 0; node->loops && i < node->n_loops; i++)

@@ -1,11 +1,11 @@
 /*
  * gw_presence: a loop's presence state, events and refresh batches. See gw_presence.h.
  *
- * The refresh timer is the only periodic work: every [presence] refresh_interval it walks the
- * loop's users once (gw_session_presence_sweep), stamps the sessions that read a frame since
- * the last walk, and if any did, makes the one engine call of the interval. A ping costs a
- * flag store, whatever the number of pings; a walk costs one key read per user of the loop,
- * prefetched (gw_online_foreach).
+ * A refresh batch is the only periodic work, made by the loop's refresh timer (the node's):
+ * every [presence] refresh_interval it walks the loop's users once, stamps the sessions that
+ * read a frame since the last walk, and if any did, makes the one engine call of the interval
+ * with gw_presence_batch_make's batch. A ping costs a flag store, whatever the number of pings;
+ * a walk costs one key read per user of the loop, prefetched (gw_online_foreach).
  */
 #include "gw_presence.h"
 
@@ -14,9 +14,6 @@
 #include <string.h>
 
 #include "gw_channel_name.h"
-#include "gw_engine.h"
-#include "gw_node.h"
-#include "gw_session.h"
 #include "gw_sub.h"
 #include "netlib/nl_common.h"
 #include "netlib/nl_log.h"
@@ -29,15 +26,9 @@ size_t gw_presence_listen_name(char *out, const char *chan, size_t len)
     return len + 1;
 }
 
-bool gw_presence_has_listeners(const gw_node_t *node)
+uint64_t gw_presence_stamp_wall_ms(const gw_presence_loop_t *pl, uint16_t stamp)
 {
-    return node->engine->ops->is_shared ||
-           atomic_load_explicit(&node->presence_listeners, memory_order_relaxed) > 0;
-}
-
-uint64_t gw_presence_stamp_wall_ms(const gw_loop_t *lp, uint16_t stamp)
-{
-    int64_t ms = (int64_t)gw_online_stamp_ms(stamp, nl_now_ms()) + lp->presence.wall_offset_ms;
+    int64_t ms = (int64_t)gw_online_stamp_ms(stamp, nl_now_ms()) + pl->wall_offset_ms;
     return ms > 0 ? (uint64_t)ms : 0;
 }
 
@@ -57,34 +48,25 @@ static void users_add(const gw_online_user_t *u, void *arg)
         w->err = (int)off;
 }
 
-int gw_presence_loop_users(gw_loop_t *lp, gw_online_list_t *out)
+int gw_presence_loop_users(const gw_presence_loop_t *pl, gw_online_list_t *out)
 {
     users_walk_t w = {.out = out, .err = 0};
-    gw_online_foreach(&lp->presence.online, users_add, &w);
+    gw_online_foreach(&pl->online, users_add, &w);
     return w.err;
 }
 
 /* --- refresh batches ---------------------------------------------------------------------- */
 
-static void presence_on_refresh(nl_timer_t *t, void *arg)
+gw_presence_batch_t gw_presence_batch_make(const gw_presence_loop_t *pl, uint32_t loop_index,
+                                           uint16_t stamp, uint32_t n_users)
 {
-    NL_UNUSED(t);
-    gw_loop_t *lp = arg;
-    uint16_t stamp = gw_online_stamp(nl_loop_now_ms(lp->loop));
-    uint32_t n = gw_session_presence_sweep(lp, stamp);
-    lp->presence.last_stamp = stamp;
-    if (n == 0)
-        return;
-    gw_presence_batch_t batch = {
-        .loop_index = lp->index,
-        .n_users = n,
-        .now_ms = gw_presence_stamp_wall_ms(lp, stamp),
-        .online = &lp->presence.online,
+    return (gw_presence_batch_t){
+        .loop_index = loop_index,
+        .n_users = n_users,
+        .now_ms = gw_presence_stamp_wall_ms(pl, stamp),
+        .online = &pl->online,
         .stamp = stamp,
     };
-    lp->stats.presence_refreshes++;
-    lp->stats.presence_refreshed_users += n;
-    lp->node->engine->ops->refresh(lp->node->engine, &batch);
 }
 
 typedef struct batch_walk_s {
@@ -118,35 +100,19 @@ void gw_presence_batch_foreach(const gw_presence_batch_t *b,
     gw_online_foreach(b->online, batch_user, &w);
 }
 
-int gw_presence_loop_init(gw_loop_t *lp)
+int gw_presence_loop_init(gw_presence_loop_t *pl)
 {
     /* Listener channels are told from channels by their first byte alone. */
     char prefix = GW_PRESENCE_LISTEN_PREFIX;
     NL_ASSERT(gw_channel_name_check(&prefix, 1, 0) != GW_CHANNEL_OK);
-    int err = gw_online_init(&lp->presence.online);
-    if (err < 0)
-        return err;
-    lp->presence.wall_offset_ms = (int64_t)nl_wall_ms() - (int64_t)nl_now_ms();
-    uint64_t interval_ms = gw_loop_cfg(lp)->presence_refresh_ms;
-    err = nl_timer_new(&lp->presence.refresh_timer, lp->loop, presence_on_refresh, lp);
-    if (err == 0)
-        err = nl_timer_start(lp->presence.refresh_timer, interval_ms, interval_ms);
-    if (err < 0) {
-        if (lp->presence.refresh_timer)
-            nl_timer_close(lp->presence.refresh_timer, NULL);
-        lp->presence.refresh_timer = NULL;
-        gw_online_deinit(&lp->presence.online);
-    }
-    return err;
+    pl->last_stamp = 0;
+    pl->wall_offset_ms = (int64_t)nl_wall_ms() - (int64_t)nl_now_ms();
+    return gw_online_init(&pl->online);
 }
 
-void gw_presence_loop_deinit(gw_loop_t *lp)
+void gw_presence_loop_deinit(gw_presence_loop_t *pl)
 {
-    if (lp->presence.refresh_timer) {
-        nl_timer_close(lp->presence.refresh_timer, NULL);
-        lp->presence.refresh_timer = NULL;
-    }
-    gw_online_deinit(&lp->presence.online);
+    gw_online_deinit(&pl->online);
 }
 
 /* --- events ------------------------------------------------------------------------------- */
@@ -230,22 +196,15 @@ void gw_event_unref(gw_event_t *ev)
     free(ev);
 }
 
-void gw_presence_event_deliver(gw_loop_t *lp, const gw_event_t *ev)
+void gw_presence_event_deliver(gw_fanout_loop_t *fl, const gw_event_t *ev)
 {
-    gw_sub_entry_t *e = gw_sub_find(&lp->subs, ev->chan, ev->chan_len, ev->hash);
-    /* No listener here any more (a leave crossed the event), or the loop's join is not
-     * answered yet: the event predates every listener this loop has. */
-    if (!e || !gw_sub_entry_is_active(e))
-        return;
-    uint32_t n;
-    gw_sub_set_t *const *members = gw_sub_entry_members(e, &n);
-    uint64_t skip = ev->subject_loop == lp->index ? ev->subject_conn : 0;
-    gw_session_deliver_event(lp, members, n, ev->block, skip);
+    uint64_t skip = ev->subject_loop == fl->index ? ev->subject_conn : 0;
+    (void)gw_fanout_deliver_event(fl, ev->chan, ev->chan_len, ev->hash, ev->block, skip);
 }
 
 void gw_presence_event_run(void *arg)
 {
     gw_event_t *ev = arg;
-    gw_presence_event_deliver(gw_loop_current(), ev);
+    gw_presence_event_deliver(gw_fanout_loop_current(), ev);
     gw_event_unref(ev);
 }

@@ -35,12 +35,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "gw_fanout.h"
 #include "gw_online.h"
 #include "netlib/nl_block.h"
-#include "netlib/nl_timer.h"
 
-typedef struct gw_loop_s gw_loop_t;
-typedef struct gw_node_s gw_node_t;
 typedef struct gw_event_s gw_event_t;
 typedef struct gw_presence_batch_s gw_presence_batch_t;
 
@@ -49,8 +47,7 @@ typedef struct gw_presence_batch_s gw_presence_batch_t;
 
 /* One loop's presence state. */
 typedef struct gw_presence_loop_s {
-    gw_online_t online; /* the loop's authenticated sessions, by user */
-    nl_timer_t *refresh_timer;
+    gw_online_t online;     /* the loop's authenticated sessions, by user */
     uint16_t last_stamp;    /* the stamp of the last refresh batch */
     int64_t wall_offset_ms; /* Unix ms minus monotonic ms, taken when the loop started */
 } gw_presence_loop_t;
@@ -65,25 +62,23 @@ static inline bool gw_presence_is_listener(const char *name, size_t len)
  * length. Thread: any. */
 size_t gw_presence_listen_name(char *out, const char *chan, size_t len);
 
-/* Sets up lp's presence state on its own thread: its user table and refresh timer.
- * Returns: 0; -ENOMEM. Thread: lp's. */
-int gw_presence_loop_init(gw_loop_t *lp);
+/* Sets up a loop's presence state on its own thread: its user table and its clock offset.
+ * Returns: 0; -ENOMEM. Thread: the loop's. */
+int gw_presence_loop_init(gw_presence_loop_t *pl);
 
-/* Frees what gw_presence_loop_init made (the sessions are gone). Thread: lp's. */
-void gw_presence_loop_deinit(gw_loop_t *lp);
+/* Frees what gw_presence_loop_init made (the sessions are gone). Thread: the loop's. */
+void gw_presence_loop_deinit(gw_presence_loop_t *pl);
 
-/* The node's listener count: whether join/leave events may have an audience anywhere. */
-bool gw_presence_has_listeners(const gw_node_t *node);
+/* The Unix ms time a last-seen stamp of pl's loop (gw_online_stamp of the monotonic clock)
+ * stands for: the start of its 2 s unit, on the wall clock as it was when the loop started (so
+ * that one stamp always reads the same; a later step of the wall clock shifts last-seen times
+ * by that step). Thread: the loop's. */
+uint64_t gw_presence_stamp_wall_ms(const gw_presence_loop_t *pl, uint16_t stamp);
 
-/* The Unix ms time a last-seen stamp of lp (gw_online_stamp of the monotonic clock) stands
- * for: the start of its 2 s unit, on the wall clock as it was when the loop started (so that
- * one stamp always reads the same; a later step of the wall clock shifts last-seen times by
- * that step). Thread: lp's. */
-uint64_t gw_presence_stamp_wall_ms(const gw_loop_t *lp, uint16_t stamp);
+/* Appends the name of every user of pl's table to out (a loop's share of a count of distinct
+ * users). Returns: 0; -ENOMEM. Thread: the loop's. */
+int gw_presence_loop_users(const gw_presence_loop_t *pl, gw_online_list_t *out);
 
-/* Appends the name of every user of lp's table to out (a loop's share of a count of distinct
- * users). Returns: 0; -ENOMEM. Thread: lp's. */
-int gw_presence_loop_users(gw_loop_t *lp, gw_online_list_t *out);
 
 /* --- join/leave events -------------------------------------------------------------------- */
 
@@ -120,8 +115,8 @@ gw_event_t *gw_event_from_frame(const char *chan, size_t len, const void *frame,
 gw_event_t *gw_event_ref(gw_event_t *ev);
 void gw_event_unref(gw_event_t *ev);
 
-/* Queues ev's frame to lp's listeners of its channel (not to its subject). Thread: lp's. */
-void gw_presence_event_deliver(gw_loop_t *lp, const gw_event_t *ev);
+/* Queues ev's frame to fl's listeners of its channel (not to its subject). Thread: fl's. */
+void gw_presence_event_deliver(gw_fanout_loop_t *fl, const gw_event_t *ev);
 
 /* A posted delivery: gw_presence_event_deliver on the current loop, then drops the reference
  * the poster took. For nl_loop_post. */
@@ -146,6 +141,11 @@ struct gw_presence_batch_s {
     uint16_t stamp;
 };
 
+/* The batch of users that pl's loop saw active: the sessions stamped with stamp (the caller
+ * stamped them and counted n_users). Thread: the loop's. */
+gw_presence_batch_t gw_presence_batch_make(const gw_presence_loop_t *pl, uint32_t loop_index,
+                                           uint16_t stamp, uint32_t n_users);
+
 /* Calls fn for every user of the batch. Thread: the batch's loop, during the engine call. */
 void gw_presence_batch_foreach(const gw_presence_batch_t *b,
                                void (*fn)(const gw_presence_batch_item_t *it, void *arg),
@@ -164,6 +164,7 @@ typedef struct gw_presence_part_s {
     gw_online_list_t users;             /* the user of each visible subscriber, repeats kept */
     gw_presence_part_client_t *clients; /* the first n_clients of them, at most the limit */
     uint32_t n_clients;
+    uint32_t limit;       /* the most clients a presence answer lists ([presence] max_clients) */
     uint64_t num_clients; /* visible subscribers on the loop */
 } gw_presence_part_t;
 

@@ -17,15 +17,14 @@
 #include <string.h>
 
 #include "gw_lastseen.h"
-#include "gw_node.h"
 #include "gw_online.h"
 #include "gw_presence.h"
-#include "gw_session.h"
 #include "netlib/nl_common.h"
 #include "netlib/nl_log.h"
 
 struct gw_presence_mem_s {
-    gw_node_t *node;
+    const gw_engine_host_t *host;
+    gw_fanout_t *hub;
     uint32_t n_loops;
     gw_lastseen_t *shards; /* one per loop: the users whose hash it owns */
 };
@@ -78,19 +77,20 @@ static uint32_t owner_of(const gw_presence_mem_t *pm, uint32_t hash)
 
 /* --- lifecycle ---------------------------------------------------------------------------- */
 
-int gw_presence_mem_new(gw_presence_mem_t **out, gw_node_t *node)
+int gw_presence_mem_new(gw_presence_mem_t **out, const gw_engine_host_t *host)
 {
     gw_presence_mem_t *pm = calloc(1, sizeof(*pm));
     if (!pm)
         return -ENOMEM;
-    pm->node = node;
-    pm->n_loops = node->n_loops;
+    pm->host = host;
+    pm->hub = host->fanout;
+    pm->n_loops = host->fanout->n_loops;
     pm->shards = calloc(pm->n_loops, sizeof(*pm->shards));
     if (!pm->shards) {
         free(pm);
         return -ENOMEM;
     }
-    const gw_config_t *cfg = &node->snap->cfg;
+    const gw_config_t *cfg = host->cfg;
     /* The node-wide limit, shared evenly: users spread over the owners by hash. */
     uint32_t per_shard = (uint32_t)((cfg->presence_last_seen_max + pm->n_loops - 1) / pm->n_loops);
     for (uint32_t i = 0; i < pm->n_loops; i++) {
@@ -139,7 +139,8 @@ static void offline_put(gw_presence_mem_t *pm, uint32_t shard, const char *user,
 static void offline_run(void *arg)
 {
     offline_req_t *req = arg;
-    offline_put(req->pm, gw_loop_current()->index, req->user, req->len, req->hash, req->at_ms);
+    offline_put(req->pm, gw_fanout_loop_current()->index, req->user, req->len, req->hash,
+                req->at_ms);
     free(req);
 }
 
@@ -159,7 +160,7 @@ void gw_presence_mem_offline(gw_presence_mem_t *pm, uint32_t loop_index, const c
         req->hash = hash;
         req->len = (uint32_t)len;
         memcpy(req->user, user, len);
-        if (gw_loop_post(&pm->node->loops[loop_index], owner, offline_run, req) == 0)
+        if (gw_fanout_post(pm->hub, owner, offline_run, req) == 0)
             return;
         free(req);
     }
@@ -186,20 +187,19 @@ static void q_part_run(void *arg)
 {
     q_part_t *part = arg;
     q_t *q = part->q;
-    gw_loop_t *lp = gw_loop_current();
+    const gw_engine_host_t *host = q->pm->host;
     switch (q->kind) {
     case Q_CHANNEL:
-        part->err = gw_session_presence_collect(
-            lp, q->name, q->name_len, (uint32_t)gw_loop_cfg(lp)->presence_max_clients, &part->chan);
+        part->err =
+            host->ops->presence_part(host->arg, part->index, q->name, q->name_len, &part->chan);
         break;
     case Q_USER:
-        gw_session_online_collect(lp, q->name, q->name_len, &part->user);
+        host->ops->online_part(host->arg, part->index, q->name, q->name_len, &part->user);
         break;
     case Q_COUNTS:
-        part->users_here = gw_online_users(&lp->presence.online);
-        part->conns_here = lp->presence.online.conns;
-        if (q->pm->n_loops > 1)
-            part->err = gw_presence_loop_users(lp, &part->users);
+        part->err = host->ops->counts_part(host->arg, part->index, &part->users_here,
+                                           &part->conns_here,
+                                           q->pm->n_loops > 1 ? &part->users : NULL);
         break;
     }
     q_part_done(q);
@@ -220,11 +220,7 @@ static void q_free(q_t *q)
 static int q_start(gw_presence_mem_t *pm, q_kind_t kind, const char *name, size_t len,
                    const gw_engine_reply_t *reply)
 {
-    gw_node_t *node = pm->node;
-    gw_loop_t *cur = gw_loop_current();
-    if (cur && cur->node != node)
-        cur = NULL;
-    if (!cur && atomic_load_explicit(&node->is_stopping, memory_order_relaxed))
+    if (!gw_fanout_here(pm->hub) && pm->host->ops->is_stopping(pm->host->arg))
         return -ESHUTDOWN;
     uint32_t n = pm->n_loops;
     q_t *q = calloc(1, sizeof(*q) + sizeof(q->parts[0]) * n + len + 1);
@@ -244,8 +240,7 @@ static int q_start(gw_presence_mem_t *pm, q_kind_t kind, const char *name, size_
         q->parts[i].index = i;
     }
     for (uint32_t i = 0; i < n; i++) {
-        int err = cur ? gw_loop_post(cur, i, q_part_run, &q->parts[i])
-                      : nl_loop_post(node->loops[i].loop, q_part_run, &q->parts[i]);
+        int err = gw_fanout_post(pm->hub, i, q_part_run, &q->parts[i]);
         if (err < 0) {
             /* That slot stays empty and is counted as failed; the query still completes. */
             q->parts[i].err = err;
@@ -262,17 +257,19 @@ static int merge_channel(q_t *q)
     gw_presence_result_t *r = &q->chan_res;
     uint32_t n = q->pm->n_loops;
     uint64_t listed = 0;
-    gw_online_list_t *lists[GW_NODE_MAX_LOOPS] = {0};
+    uint64_t limit = 0;
+    gw_online_list_t *lists[GW_FANOUT_MAX_LOOPS] = {0};
     for (uint32_t i = 0; i < n; i++) {
         r->num_clients += q->parts[i].chan.num_clients;
         listed += q->parts[i].chan.n_clients;
         lists[i] = &q->parts[i].chan.users;
+        if (q->parts[i].chan.limit > limit)
+            limit = q->parts[i].chan.limit; /* the same on every loop but during a reload */
     }
     int64_t users = gw_online_list_distinct(lists, n);
     if (users < 0)
         return (int)users;
     r->num_users = (uint64_t)users;
-    uint64_t limit = gw_loop_cfg(gw_loop_current())->presence_max_clients; /* the last loop */
     if (listed > limit)
         listed = limit;
     size_t id_cap = GW_CONFIG_NAME_MAX + 24;
@@ -288,7 +285,7 @@ static int merge_channel(q_t *q)
             gw_presence_client_t *c = &q->clients[r->n_clients];
             char *id = q->ids + (size_t)r->n_clients * id_cap;
             size_t unused;
-            snprintf(id, id_cap, "%s-%" PRIu64, q->pm->node->node_id, p->clients[k].conn_id);
+            snprintf(id, id_cap, "%s-%" PRIu64, q->pm->host->node_id, p->clients[k].conn_id);
             c->user = gw_online_list_name(&p->users, p->clients[k].user_off, &unused);
             c->client_id = id;
             c->connected_at_ms = p->clients[k].connected_at_ms;
@@ -319,7 +316,7 @@ static int merge_user(q_t *q)
             r->last_seen_ms = p->user.last_seen_ms;
     }
     if (r->connections > 0) {
-        q->nodes[0] = q->pm->node->node_id;
+        q->nodes[0] = q->pm->host->node_id;
         r->nodes = q->nodes;
         r->n_nodes = 1;
     } else {
@@ -334,7 +331,7 @@ static int merge_counts(q_t *q)
 {
     gw_online_counts_t *r = &q->counts_res;
     uint32_t n = q->pm->n_loops;
-    gw_online_list_t *lists[GW_NODE_MAX_LOOPS] = {0};
+    gw_online_list_t *lists[GW_FANOUT_MAX_LOOPS] = {0};
     for (uint32_t i = 0; i < n; i++) {
         r->connections += q->parts[i].conns_here;
         r->users += q->parts[i].users_here;
@@ -363,9 +360,9 @@ static void q_reply_run(void *arg)
 static void q_offline_run(void *arg)
 {
     q_t *q = arg;
-    gw_loop_t *lp = gw_loop_current();
     uint64_t at_ms;
-    if (gw_lastseen_get(&q->pm->shards[lp->index], q->name, q->name_len, q->hash, nl_wall_ms(),
+    if (gw_lastseen_get(&q->pm->shards[gw_fanout_loop_current()->index], q->name, q->name_len,
+                        q->hash, nl_wall_ms(),
                         &at_ms))
         q->offline_ms = at_ms;
     q_finish(q);
@@ -383,11 +380,7 @@ static bool q_read_offline(q_t *q)
         connections += q->parts[i].user.connections;
     if (connections > 0)
         return false;
-    gw_loop_t *cur = gw_loop_current();
-    uint32_t owner = owner_of(q->pm, q->hash);
-    int err = cur && cur->node == q->pm->node
-                  ? gw_loop_post(cur, owner, q_offline_run, q)
-                  : nl_loop_post(q->pm->node->loops[owner].loop, q_offline_run, q);
+    int err = gw_fanout_post(q->pm->hub, owner_of(q->pm, q->hash), q_offline_run, q);
     return err == 0; /* without the post, the answer says "not known" */
 }
 
@@ -410,13 +403,12 @@ static void q_finish(q_t *q)
     q->res.status = err;
     if (err < 0)
         q->res.data = NULL;
-    gw_loop_t *cur = gw_loop_current();
+    gw_fanout_loop_t *cur = gw_fanout_loop_current();
     if (q->reply.loop == NULL || (cur && q->reply.loop == cur->loop)) {
         q_reply_run(q);
         return;
     }
-    int perr = cur && cur->node == q->pm->node ? gw_loop_post_to(cur, q->reply.loop, q_reply_run, q)
-                                               : nl_loop_post(q->reply.loop, q_reply_run, q);
+    int perr = gw_fanout_post_to(q->pm->hub, q->reply.loop, q_reply_run, q);
     if (perr < 0) {
         /* Answering here would run the callback on the wrong thread: the answer is lost. */
         NL_LOG(NL_ERROR, "presence_reply_lost", "err=%s", nl_strerror(perr));

@@ -4,8 +4,8 @@
  *
  * The loops' own tables are the state: who is online is each loop's gw_online table, who is in
  * a channel each loop's subscription index. A query posts one closure to every IO loop; each
- * copies its share into its own slot (gw_session_presence_collect, gw_session_online_collect,
- * the names of its users), and the loop that finishes last (an atomic count, as in
+ * copies its share into its own slot (the host's presence_part, online_part and counts_part
+ * hooks), and the loop that finishes last (an atomic count, as in
  * gw_stats_collect) merges them: sums, the distinct users over all loops' name lists (a user
  * connected through two loops counts once), the client list up to [presence] max_clients. The
  * answer then goes where the reply asks (posted to the requester's loop, or given on the
@@ -33,7 +33,7 @@ typedef struct gw_presence_mem_s gw_presence_mem_t;
 
 /* Creates the last-seen tables for node's loops from its [presence] settings.
  * Returns: 0; -ENOMEM. Thread: the node's, before the loops carry traffic. */
-int gw_presence_mem_new(gw_presence_mem_t **out, gw_node_t *node);
+int gw_presence_mem_new(gw_presence_mem_t **out, const gw_engine_host_t *host);
 
 /* Frees it. NULL is fine. Thread: the node's, after every IO loop stopped. */
 void gw_presence_mem_free(gw_presence_mem_t *pm);

@@ -22,7 +22,7 @@
 
 #include "gw_channel_name.h"
 #include "gw_engine.h"
-#include "gw_node.h"
+#include "gw_node_int.h"
 #include "gw_session_int.h"
 #include "netlib/nl_common.h"
 #include "netlib/nl_log.h"
@@ -88,10 +88,18 @@ size_t gw_session_sizeof(void)
 
 static uint64_t session_now_ms(const gw_loop_t *lp)
 {
-    return nl_loop_now_ms(lp->loop);
+    return nl_loop_now_ms(lp->fo.loop);
 }
 
 /* --- sending ------------------------------------------------------------------------------ */
+
+/* From now on s is CLOSING: it answers nothing more and fan-out delivers nothing to it. */
+static void session_set_closing(gw_session_t *s, gw_close_reason_t reason)
+{
+    s->state = GW_SESSION_CLOSING;
+    s->close_reason = (uint8_t)reason;
+    s->member.flags |= GW_SUB_SET_OFF;
+}
 
 int gw_session_send(gw_loop_t *lp, gw_session_t *s, const Herald__Frame *f)
 {
@@ -103,9 +111,9 @@ int gw_session_send(gw_loop_t *lp, gw_session_t *s, const Herald__Frame *f)
      * lower, p50 a third lower). A Disconnect goes now when nothing is queued before it: a
      * forced close may follow it (node shutdown flushes the loop first for that reason). */
     if (err == 0 && f->body_case == HERALD__FRAME__BODY_DISCONNECT)
-        err = nl_conn_send(s->conn, nl_buf_peek(b), nl_buf_readable(b));
+        err = nl_conn_send(s->member.conn, nl_buf_peek(b), nl_buf_readable(b));
     else if (err == 0)
-        err = nl_conn_send_later(s->conn, nl_buf_peek(b), nl_buf_readable(b));
+        err = nl_conn_send_later(s->member.conn, nl_buf_peek(b), nl_buf_readable(b));
     nl_buf_retrieve_all(b);
     if (err == 0 && (unsigned)f->body_case < GW_STATS_FRAME_TYPES)
         lp->stats.frames_out[f->body_case]++;
@@ -115,12 +123,11 @@ int gw_session_send(gw_loop_t *lp, gw_session_t *s, const Herald__Frame *f)
          * connection goes, as a slow consumer; its subscriptions go in on_close, since this
          * may run inside a delivery loop. */
         char q[NL_LOG_QUOTE_MAX];
-        NL_LOG(NL_DEBUG, "slow_consumer_replies", "conn=%" PRIu64 " user=%s", nl_conn_id(s->conn),
+        NL_LOG(NL_DEBUG, "slow_consumer_replies", "conn=%" PRIu64 " user=%s", nl_conn_id(s->member.conn),
                gw_session_user_quoted(s, q));
         gw_session_offline(lp, s);
-        s->state = GW_SESSION_CLOSING;
-        s->close_reason = GW_CLOSE_SLOW_CONSUMER;
-        nl_conn_close(s->conn, -ENOBUFS);
+        session_set_closing(s, GW_CLOSE_SLOW_CONSUMER);
+        nl_conn_close(s->member.conn, -ENOBUFS);
     }
     return err;
 }
@@ -154,14 +161,13 @@ static void session_close_gracefully(gw_loop_t *lp, gw_session_t *s, gw_close_re
     if (s->state == GW_SESSION_CLOSING)
         return;
     gw_session_offline(lp, s);
-    s->state = GW_SESSION_CLOSING;
-    s->close_reason = (uint8_t)reason;
+    session_set_closing(s, reason);
     if (!is_keeping_subs)
-        gw_sub_remove_all(&lp->subs, &s->subs);
+        gw_sub_remove_all(&lp->fo.subs, &s->member);
     /* Keep reading (discarding) so the client's hang-up is seen, even if reading was paused
      * for a token verification. */
-    nl_conn_resume_read(s->conn);
-    nl_conn_shutdown(s->conn);
+    nl_conn_resume_read(s->member.conn);
+    nl_conn_shutdown(s->member.conn);
     gw_heartbeat_set(&lp->hb, &s->deadline, session_now_ms(lp) + linger_ms);
 }
 
@@ -193,7 +199,7 @@ void gw_session_send_subscribe_ok(gw_loop_t *lp, gw_session_t *s, uint64_t id, u
                                   uint64_t epoch, bool is_recovered, bool is_recoverable)
 {
     char epoch_hex[17];
-    gw_engine_epoch_str(epoch, epoch_hex);
+    proto_epoch_str(epoch, epoch_hex);
     Herald__SubscribeOk ok = HERALD__SUBSCRIBE_OK__INIT;
     ok.offset = offset;
     ok.epoch = epoch_hex;
@@ -213,7 +219,7 @@ static void session_subscribed(gw_loop_t *lp, gw_session_t *s, uint64_t id, cons
     const char *name = gw_sub_entry_name(e, &len);
     gw_engine_t *engine = lp->node->engine;
     gw_session_send_subscribe_ok(lp, s, id, gw_sub_entry_offset(e), gw_sub_entry_epoch(e), false,
-                                 engine->ops->is_recoverable(engine, lp->index, name, len));
+                                 engine->ops->is_recoverable(engine, lp->fo.index, name, len));
 }
 
 /* --- requests ----------------------------------------------------------------------------- */
@@ -239,7 +245,7 @@ static void session_subscribe(gw_loop_t *lp, gw_session_t *s, const Herald__Fram
     size_t len = strlen(name);
     if (!session_check_channel(lp, s, f->id, name, len))
         return;
-    if (gw_sub_set_has(&s->subs, name, len)) {
+    if (gw_sub_set_has(&s->member, name, len)) {
         gw_session_error(lp, s, f->id, GW_PERR_ALREADY_SUBSCRIBED, 0);
         return;
     }
@@ -259,7 +265,7 @@ static void session_subscribe(gw_loop_t *lp, gw_session_t *s, const Herald__Fram
         return;
     }
     gw_sub_entry_t *e = NULL;
-    int rc = gw_sub_add(&lp->subs, &s->subs, name, len, gw_sub_hash(name, len), f->id, &e);
+    int rc = gw_sub_add(&lp->fo.subs, &s->member, name, len, gw_sub_hash(name, len), f->id, &e);
     if (rc == 1) {
         session_subscribed(lp, s, f->id, e);
         gw_session_presence_joined(lp, s, name, len);
@@ -276,7 +282,7 @@ static void session_unsubscribe(gw_loop_t *lp, gw_session_t *s, const Herald__Fr
     const char *name = f->unsubscribe && f->unsubscribe->channel ? f->unsubscribe->channel : "";
     size_t len = strlen(name);
     uint64_t sub_id = 0;
-    int rc = gw_sub_remove(&lp->subs, &s->subs, name, len, gw_sub_hash(name, len), &sub_id);
+    int rc = gw_sub_remove(&lp->fo.subs, &s->member, name, len, gw_sub_hash(name, len), &sub_id);
     if (rc < 0) {
         gw_session_error(lp, s, f->id, GW_PERR_NOT_SUBSCRIBED, 0);
         return;
@@ -327,7 +333,7 @@ static bool session_take_token(gw_loop_t *lp, gw_session_t *s, uint32_t *retry_a
 static void session_on_published(const gw_engine_reply_t *r, const gw_engine_result_t *res)
 {
     gw_loop_t *lp = gw_loop_current();
-    gw_session_t *s = gw_session_lookup(lp->loop, r->u64[0], GW_SESSION_AUTHENTICATED);
+    gw_session_t *s = gw_session_lookup(lp->fo.loop, r->u64[0], GW_SESSION_AUTHENTICATED);
     if (!s)
         return; /* gone or closing meanwhile */
     if (res->status < 0) {
@@ -339,7 +345,7 @@ static void session_on_published(const gw_engine_reply_t *r, const gw_engine_res
         return;
     }
     char epoch[17];
-    gw_engine_epoch_str(res->epoch, epoch);
+    proto_epoch_str(res->epoch, epoch);
     Herald__PublishOk ok = HERALD__PUBLISH_OK__INIT;
     ok.offset = res->offset;
     ok.epoch = epoch;
@@ -363,7 +369,7 @@ static void session_publish(gw_loop_t *lp, gw_session_t *s, const Herald__Frame 
         return;
     }
     gw_engine_reply_t reply = {
-        .loop = lp->loop, .cb = session_on_published, .u64 = {nl_conn_id(s->conn), f->id}};
+        .loop = lp->fo.loop, .cb = session_on_published, .u64 = {nl_conn_id(s->member.conn), f->id}};
     int err = gw_engine_publish(lp->node->engine, name, len, p ? p->payload.data : NULL,
                                 p ? p->payload.len : 0, &reply);
     if (err < 0)
@@ -430,12 +436,12 @@ static void session_decode_failed(gw_loop_t *lp, gw_session_t *s, int rc)
     else if (rc == PROTO_ERR_BAD_VARINT || rc == PROTO_ERR_UNDECODABLE)
         gw_session_error(lp, s, 0, GW_PERR_UNDECODABLE, 0);
     else
-        nl_conn_close(s->conn, rc); /* -ENOMEM: nothing sensible to say */
+        nl_conn_close(s->member.conn, rc); /* -ENOMEM: nothing sensible to say */
 }
 
 size_t gw_session_process(gw_loop_t *lp, gw_session_t *s, nl_buf_t *in)
 {
-    nl_conn_t *c = s->conn;
+    nl_conn_t *c = s->member.conn;
     /* Not max_frame_bytes: a client may have been told a larger one before a reload. */
     size_t max_frame = lp->snap->frame_limit_bytes;
     size_t frames = 0;
@@ -556,7 +562,7 @@ static void session_on_connected(nl_conn_t *c)
         nl_conn_close(c, -ENOMEM);
         return;
     }
-    s->conn = c;
+    s->member.conn = c;
     s->state = GW_SESSION_AWAIT_CONNECT;
     s->close_reason = GW_SESSION_NO_REASON;
     nl_conn_set_data(c, s);
@@ -585,7 +591,7 @@ static void session_on_close(nl_conn_t *c, int reason)
     gw_loop_t *lp = gw_loop_current();
     gw_heartbeat_cancel(&lp->hb, &s->deadline);
     gw_session_offline(lp, s);
-    gw_sub_remove_all(&lp->subs, &s->subs);
+    gw_sub_remove_all(&lp->fo.subs, &s->member);
     gw_close_reason_t why = s->close_reason != GW_SESSION_NO_REASON ? s->close_reason
                             : reason == 0                           ? GW_CLOSE_PEER
                                                                     : GW_CLOSE_IO_ERROR;
@@ -623,7 +629,7 @@ void gw_session_on_deadline(nl_wheel_entry_t *e, void *arg)
         }
         break;
     default:
-        nl_conn_close(s->conn, -ETIMEDOUT);
+        nl_conn_close(s->member.conn, -ETIMEDOUT);
         break;
     }
 }
@@ -634,100 +640,28 @@ const nl_conn_cbs_t gw_session_conn_cbs = {
     .on_close = session_on_close,
 };
 
-/* --- delivery ----------------------------------------------------------------------------- */
+/* --- slow consumers ------------------------------------------------------------------------ */
 
-/* Past the high-water mark: drop (counted; the client sees the offset gap) or disconnect. */
-static bool session_slow(gw_loop_t *lp, gw_session_t *s)
+void gw_session_on_slow(gw_sub_set_t *set, void *arg)
 {
-    if (lp->slow_policy == GW_SLOW_DROP) {
-        lp->stats.slow_drops++;
-        if (!(s->flags & GW_SESSION_IS_DROPPING)) {
-            s->flags |= GW_SESSION_IS_DROPPING;
-            char q[NL_LOG_QUOTE_MAX];
-            NL_LOG(NL_DEBUG, "slow_consumer_dropping", "conn=%" PRIu64 " user=%s",
-                   nl_conn_id(s->conn), gw_session_user_quoted(s, q));
-        }
-        return false;
-    }
-    if (s->state == GW_SESSION_CLOSING || nl_conn_state(s->conn) == NL_CONN_DISCONNECTED)
-        return false;
+    gw_loop_t *lp = arg;
+    gw_session_t *s = gw_session_of_set(set);
+    if (s->state == GW_SESSION_CLOSING)
+        return;
     /* Nothing more is queued for it. Disconnect{SLOW_CONSUMER} goes behind what is (at most
      * the high-water mark plus one Push), so a client that reads again within the
      * slow_consumer_linger (5 s by default) gets an unbroken run of offsets, then the reason,
      * then EOF; one that does not is closed when the linger ends. Inside a delivery loop, so
-     * gw_session_deliver removes its subscriptions after the loop. */
-    lp->stats.slow_drops++;
-    if (lp->n_leaving == lp->cap_leaving) {
-        uint32_t cap = lp->cap_leaving ? lp->cap_leaving * 2 : 8;
-        gw_session_t **v = realloc(lp->leaving, cap * sizeof(*v));
-        if (!v) {
-            /* Cannot remember it for gw_session_deliver: close it now, as a slow consumer. */
-            gw_session_offline(lp, s);
-            s->state = GW_SESSION_CLOSING;
-            s->close_reason = GW_CLOSE_SLOW_CONSUMER;
-            nl_conn_close(s->conn, -ENOMEM);
-            return false;
-        }
-        lp->leaving = v;
-        lp->cap_leaving = cap;
-    }
+     * the subscriptions stay: fan-out removes them after the loop. Even if that send closed it
+     * (its output at the cap), a closed connection's session lives until the iteration ends,
+     * and leaving twice (again in on_close) is harmless. */
     char q[NL_LOG_QUOTE_MAX];
     NL_LOG(NL_DEBUG, "slow_consumer_disconnect", "conn=%" PRIu64 " user=%s queued=%zu",
-           nl_conn_id(s->conn), gw_session_user_quoted(s, q), nl_conn_output_bytes(s->conn));
+           nl_conn_id(s->member.conn), gw_session_user_quoted(s, q),
+           nl_conn_output_bytes(s->member.conn));
     session_close_gracefully(lp, s, GW_CLOSE_SLOW_CONSUMER, HERALD__DISCONNECT__CODE__SLOW_CONSUMER,
                              "slow consumer", true, true,
                              (uint32_t)gw_loop_cfg(lp)->slow_consumer_linger_ms);
-    /* Even if that send closed it (its output at the cap): a closed connection's session lives
-     * until the iteration ends, and leaving twice (again in on_close) is harmless. */
-    lp->leaving[lp->n_leaving++] = s;
-    return false;
-}
-
-/* How far ahead the delivery loop prefetches: sessions at +8, their connections at +4, so each
- * line is requested a few deliveries before it is read (10k subscribers do not fit in L1/L2). */
-#define DELIVER_AHEAD_SESSION 8
-#define DELIVER_AHEAD_CONN 4
-
-uint64_t gw_session_deliver(gw_loop_t *lp, const gw_sub_entry_t *e, gw_sub_set_t *const *members,
-                            uint32_t n, nl_block_t *b)
-{
-    uint64_t queued = 0;
-    size_t high_water = lp->high_water_bytes;
-    /* One atomic add for every member's reference instead of one per member (perf: the
-     * per-member increment was 4.7% of a broadcasting loop); the unused ones go back below. */
-    nl_block_ref_n(b, n);
-    uint32_t refs_used = 0;
-    for (uint32_t i = 0; i < n; i++) {
-        if (i + DELIVER_AHEAD_SESSION < n)
-            __builtin_prefetch(gw_session_of_set(members[i + DELIVER_AHEAD_SESSION]));
-        if (i + DELIVER_AHEAD_CONN < n)
-            __builtin_prefetch(gw_session_of_set(members[i + DELIVER_AHEAD_CONN])->conn);
-        gw_session_t *s = gw_session_of_set(members[i]);
-        nl_conn_t *c = s->conn;
-        if (__builtin_expect(s->state == GW_SESSION_CLOSING, 0))
-            continue; /* its last frame, the Disconnect, is queued */
-        /* Waiting for its history answer, which will cover this message too. */
-        if (__builtin_expect(s->flags & GW_SESSION_RECOVERING, 0) &&
-            gw_sub_set_is_recovering(&s->subs, e))
-            continue;
-        if (high_water && nl_conn_output_bytes(c) >= high_water) {
-            queued += session_slow(lp, s);
-            continue;
-        }
-        if (__builtin_expect(s->flags & GW_SESSION_IS_DROPPING, 0))
-            s->flags &= (uint8_t)~GW_SESSION_IS_DROPPING;
-        if (nl_conn_send_block_ref(c, b) == 0) {
-            refs_used++;
-            queued++;
-        }
-    }
-    nl_block_unref_n(b, n - refs_used);
-    /* members is not used past here: the index may change. A closed connection is still
-     * allocated until the iteration ends, so these sessions are too. */
-    for (uint32_t i = 0; i < lp->n_leaving; i++)
-        gw_sub_remove_all(&lp->subs, &lp->leaving[i]->subs);
-    lp->n_leaving = 0;
-    return queued;
 }
 
 /* --- subscription index hooks ------------------------------------------------------------- */
@@ -735,13 +669,13 @@ uint64_t gw_session_deliver(gw_loop_t *lp, const gw_sub_entry_t *e, gw_sub_set_t
 static void session_on_join(const char *name, size_t len, uint32_t hash, void *arg)
 {
     gw_loop_t *lp = arg;
-    gw_engine_join(lp->node->engine, lp->index, name, len, hash);
+    gw_engine_join(lp->node->engine, lp->fo.index, name, len, hash);
 }
 
 static void session_on_leave(const char *name, size_t len, uint32_t hash, void *arg)
 {
     gw_loop_t *lp = arg;
-    gw_engine_leave(lp->node->engine, lp->index, name, len, hash);
+    gw_engine_leave(lp->node->engine, lp->fo.index, name, len, hash);
 }
 
 static void session_on_joined(gw_sub_set_t *set, uint64_t req_id, int status,
@@ -792,7 +726,7 @@ static void session_close_one(nl_wheel_entry_t *e, void *arg)
                                 true);
         s->close_reason = GW_CLOSE_SHUTDOWN;
     }
-    nl_conn_close(s->conn, 0);
+    nl_conn_close(s->member.conn, 0);
 }
 
 void gw_session_close_all(gw_loop_t *lp)
@@ -813,7 +747,7 @@ static void session_list_one(nl_wheel_entry_t *e, void *arg)
     session_list_t *l = arg;
     gw_session_t *s = (gw_session_t *)((char *)e - offsetof(gw_session_t, deadline));
     if (s->state != GW_SESSION_CLOSING && l->n < l->cap)
-        l->ids[l->n++] = nl_conn_id(s->conn);
+        l->ids[l->n++] = nl_conn_id(s->member.conn);
 }
 
 size_t gw_session_list(gw_loop_t *lp, uint64_t *ids, size_t cap)
@@ -825,7 +759,7 @@ size_t gw_session_list(gw_loop_t *lp, uint64_t *ids, size_t cap)
 
 bool gw_session_drain(gw_loop_t *lp, uint64_t conn_id)
 {
-    nl_conn_t *c = nl_conn_lookup(lp->loop, conn_id);
+    nl_conn_t *c = nl_conn_lookup(lp->fo.loop, conn_id);
     gw_session_t *s = c ? nl_conn_data(c) : NULL;
     if (!s || s->state == GW_SESSION_CLOSING)
         return false;

@@ -17,8 +17,8 @@
  * Protocol errors are one enum (gw_proto_err_t), mapped to Error and Disconnect codes, metric
  * labels and close reasons in one table in gw_session.c.
  *
- * Memory: a session is one allocation: the connection pointer, its wheel entry, its
- * subscriptions (two inline), the publish token bucket, and after Connect the user id and the
+ * Memory: a session is one allocation: its subscriber record (the connection, two inline
+ * channel slots, delivery flags), its wheel entry, the publish token bucket, and after Connect the user id and the
  * token's channel patterns packed inline. See gw_session_sizeof.
  *
  * Thread: everything runs on the connection's IO loop. Ownership: created in on_connected,
@@ -76,16 +76,12 @@ extern const gw_sub_index_cbs_t gw_session_sub_cbs;
  * Thread: the loop's. */
 void gw_session_on_deadline(nl_wheel_entry_t *e, void *arg);
 
-/* Queues a Push block to each of the n subscribers (sets embedded in sessions) of entry e,
- * except those still recovering in e (their history answer covers it) and slow consumers (queued
- * output at or past the high-water mark): for those, per policy, the Push is dropped and counted,
- * or Disconnect{SLOW_CONSUMER} is queued behind their backlog, nothing more is queued for them, and
- * they are closed once it drains (or when slow_consumer_linger ends). Such sessions leave their
- * channels when the loop over members is done, so members stays valid throughout, but the caller
- * must not use it, nor the entry it came from, after. Returns: how many were queued. Thread: lp's
- * loop. */
-uint64_t gw_session_deliver(gw_loop_t *lp, const gw_sub_entry_t *e, gw_sub_set_t *const *members,
-                            uint32_t n, nl_block_t *b);
+/* The slow-consumer hook (gw_fanout_loop_init's on_slow, arg = the gw_loop_t): the session
+ * of set went past the high-water mark under GW_SLOW_DISCONNECT. Disconnect{SLOW_CONSUMER} is
+ * queued behind its backlog, nothing more is queued for it, and it is closed once that drains
+ * (or when slow_consumer_linger ends); fan-out takes it out of its channels after the delivery.
+ * Thread: the loop's. */
+void gw_session_on_slow(gw_sub_set_t *set, void *arg);
 
 /* Tells the engine again about every online user of the loop and every subscription presence
  * sees (user_online, presence_add): a shared engine whose server lost them (a restart, an
@@ -96,23 +92,16 @@ void gw_session_presence_resync(gw_loop_t *lp);
  * the loop initialises it with gw_chantab_init). Thread: lp's loop, at its stop. */
 void gw_session_recover_deinit(gw_loop_t *lp);
 
-/* Queues an event block (a PresenceEvent frame) to each of the n listeners (sets embedded in
- * sessions), except the connection skip_conn (0: none), closing sessions and slow consumers
- * (output at or past the high-water mark: the event is dropped and counted, never a reason to
- * disconnect). Changes no subscription, so members stays valid. Returns: how many were queued.
- * Thread: lp's loop. */
-uint64_t gw_session_deliver_event(gw_loop_t *lp, gw_sub_set_t *const *members, uint32_t n,
-                                  nl_block_t *b, uint64_t skip_conn);
-
 /* The refresh walk: stamps every session of the loop that read a frame since the last walk
  * with stamp, and returns how many users have a session with that stamp (the batch).
  * Thread: lp's loop. */
 uint32_t gw_session_presence_sweep(gw_loop_t *lp, uint16_t stamp);
 
 /* lp's share of a presence query for channel chan[0..len): its visible subscribers, at most
- * limit of them listed. Returns: 0; -ENOMEM (out then holds what fit). Thread: lp's loop.
- * Ownership: out's buffers are the caller's (gw_online_list_free, free(clients)). */
-int gw_session_presence_collect(gw_loop_t *lp, const char *chan, size_t len, uint32_t limit,
+ * [presence] max_clients of them listed (out->limit). Returns: 0; -ENOMEM (out then holds what
+ * fit). Thread: lp's loop. Ownership: out's buffers are the caller's (gw_online_list_free,
+ * free(clients)). */
+int gw_session_presence_collect(gw_loop_t *lp, const char *chan, size_t len,
                                 gw_presence_part_t *out);
 
 /* lp's share of user[0..len)'s online status. Thread: lp's loop. */

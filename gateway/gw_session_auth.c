@@ -22,7 +22,7 @@
 #include <string.h>
 
 #include "gw_channel_name.h"
-#include "gw_node.h"
+#include "gw_node_int.h"
 #include "gw_session.h"
 #include "gw_session_int.h"
 #include "gw_token.h"
@@ -73,7 +73,7 @@ static void auth_send_connect_ok(gw_loop_t *lp, gw_session_t *s, uint64_t id)
 {
     const gw_config_t *cfg = gw_loop_cfg(lp);
     char client_id[GW_CONFIG_NAME_MAX + 24];
-    snprintf(client_id, sizeof(client_id), "%s-%" PRIu64, lp->node->node_id, nl_conn_id(s->conn));
+    snprintf(client_id, sizeof(client_id), "%s-%" PRIu64, lp->node->node_id, nl_conn_id(s->member.conn));
     Herald__ConnectOk ok = HERALD__CONNECT_OK__INIT;
     ok.client_id = client_id;
     ok.node_id = lp->node->node_id;
@@ -114,11 +114,11 @@ static gw_session_t *auth_grow(gw_loop_t *lp, gw_session_t *s, uint64_t id, cons
     if (!ns) {
         /* A fresh handshake window for the retry, well past the retry_after_ms it is told. */
         gw_heartbeat_set(&lp->hb, &s->deadline,
-                         nl_loop_now_ms(lp->loop) + gw_loop_cfg(lp)->connect_timeout_ms);
+                         nl_loop_now_ms(lp->fo.loop) + gw_loop_cfg(lp)->connect_timeout_ms);
         auth_defer(lp, s, id, GW_PERR_INTERNAL);
         return NULL;
     }
-    nl_conn_set_data(ns->conn, ns);
+    nl_conn_set_data(ns->member.conn, ns);
     nl_wheel_entry_init(&ns->deadline);
     memcpy(ns->data, user, user_len);
     ns->data[user_len] = '\0';
@@ -138,7 +138,6 @@ static gw_session_t *auth_accept(gw_loop_t *lp, gw_session_t *s, uint64_t id, co
     if (!s)
         return NULL;
     s->state = GW_SESSION_AUTHENTICATED;
-    /* The bit is GW_SESSION_RECOVERING from now on (gw_session_int.h). */
     s->flags &= (uint8_t)~GW_SESSION_CONNECT_DEFERRED;
     s->n_patterns = n_patterns;
     /* Past 2106 a uint32_t cannot hold it: such a token is treated as never expiring. */
@@ -146,7 +145,7 @@ static gw_session_t *auth_accept(gw_loop_t *lp, gw_session_t *s, uint64_t id, co
     s->flags |= GW_SESSION_IS_AUTHED | (patterns ? 0 : GW_SESSION_ALL_CHANNELS);
     uint64_t burst_milli = (uint64_t)(cfg->publish_burst ? cfg->publish_burst : 1) * 1000;
     s->rl_milli = burst_milli > UINT32_MAX ? UINT32_MAX : (uint32_t)burst_milli;
-    uint64_t now_ms = nl_loop_now_ms(lp->loop);
+    uint64_t now_ms = nl_loop_now_ms(lp->fo.loop);
     s->rl_ms = (uint32_t)now_ms;
     s->auth_s = (uint32_t)(nl_wall_ms() / 1000);
     lp->stats.authenticated++;
@@ -165,7 +164,7 @@ static void auth_refuse(gw_loop_t *lp, gw_session_t *s, uint64_t id, gw_token_er
         lp->stats.auth_failures[idx]++;
     char tag[GW_TOKEN_HASH_SHORT_LEN + 1];
     gw_token_hash_short(token, len, tag);
-    NL_LOG(NL_DEBUG, "auth_failed", "conn=%" PRIu64 " reason=%s token=%s", nl_conn_id(s->conn),
+    NL_LOG(NL_DEBUG, "auth_failed", "conn=%" PRIu64 " reason=%s token=%s", nl_conn_id(s->member.conn),
            gw_token_err_str(verdict), tag);
     /* PROTOCOL.md: a token before its nbf is answered like an expired one (get a new token). */
     bool is_expired = verdict == GW_TOKEN_ERR_EXPIRED || verdict == GW_TOKEN_ERR_NOT_YET_VALID;
@@ -231,7 +230,7 @@ static void auth_done(void *arg, int status)
         auth_req_free(req); /* closed (or closing) meanwhile */
         return;
     }
-    nl_conn_t *c = s->conn;
+    nl_conn_t *c = s->member.conn;
     if (status < 0) {
         /* The pool was shut down before the work ran: the node is stopping. */
         auth_defer(lp, s, req->frame_id, GW_PERR_BUSY);
@@ -276,14 +275,14 @@ void gw_session_connect(gw_loop_t *lp, gw_session_t *s, const Herald__Frame *f, 
         return;
     }
     req->snap = gw_config_snap_ref(lp->snap);
-    req->loop = lp->loop;
+    req->loop = lp->fo.loop;
     req->key_index = 0;
-    req->conn_id = nl_conn_id(s->conn);
+    req->conn_id = nl_conn_id(s->member.conn);
     req->frame_id = f->id;
     req->in = in;
     req->token_len = (uint32_t)len;
     memcpy(req->token, token, len + 1);
-    int err = nl_pool_submit(lp->node->pool, lp->loop, auth_work, auth_done, req);
+    int err = nl_pool_submit(lp->node->pool, lp->fo.loop, auth_work, auth_done, req);
     if (err < 0) {
         auth_req_free(req);
         lp->stats.auth_failures[GW_AUTH_FAIL_BUSY]++;
@@ -291,5 +290,5 @@ void gw_session_connect(gw_loop_t *lp, gw_session_t *s, const Herald__Frame *f, 
         return;
     }
     s->state = GW_SESSION_AUTHENTICATING;
-    nl_conn_pause_read(s->conn);
+    nl_conn_pause_read(s->member.conn);
 }

@@ -1,11 +1,12 @@
 /*
- * gw_session_int.h: the session's layout and what gw_session.c (lifecycle, input, delivery),
- * gw_session_auth.c (Connect and token verification) and gw_session_presence.c (online status,
- * presence, join/leave events) share. Private to those three files.
+ * gw_session_int.h: the session's layout and what gw_session.c (lifecycle, input),
+ * gw_session_request.c (the requests), gw_session_auth.c (Connect and token verification),
+ * gw_session_presence.c (online status, presence, join/leave events) and
+ * gw_session_recover.c (Subscribe{recover}) share. Private to those files.
  *
- * Layout (92 bytes before the user id on x86-64, see gw_session_sizeof): the connection
- * pointer, the deadline wheel entry, the subscription set with two inline slots, the publish
- * token bucket, the token's expiry, the authentication time, state bytes, the user's key in
+ * Layout (92 bytes before the user id on x86-64, see gw_session_sizeof): the subscriber as
+ * fan-out sees it (gw_sub_set_t: the connection, two inline channel slots, the delivery flags),
+ * the deadline wheel entry, the publish token bucket, the token's expiry, the authentication time, state bytes, the user's key in
  * the loop's online table (gw_online: hash, length, last-seen stamp), then after Connect the
  * user id and the token's channel patterns packed inline ("user\0pattern1\0pattern2\0"). The
  * struct is reallocated once, at authentication, when nothing points into it but the wheel
@@ -20,7 +21,7 @@
 #include <stdint.h>
 
 #include "gw_channel_name.h"
-#include "gw_node.h"
+#include "gw_node_int.h"
 #include "gw_session.h"
 #include "gw_sub.h"
 #include "herald.pb-c.h"
@@ -39,7 +40,6 @@ typedef enum gw_session_state_e {
 /* s->flags */
 #define GW_SESSION_IS_AUTHED 0x01u    /* counted in stats.authenticated */
 #define GW_SESSION_ALL_CHANNELS 0x02u /* insecure mode: every channel allowed */
-#define GW_SESSION_IS_DROPPING 0x04u  /* slow consumer, dropping Pushes (logged once) */
 #define GW_SESSION_DEADLINE_EXP 0x08u /* the wheel deadline is the token's exp, not idleness */
 /* A Connect was answered BUSY (or INTERNAL): the server, not the client, failed it, so the
  * requests pipelined behind it are answered BUSY until the client sends Connect again. */
@@ -49,11 +49,6 @@ typedef enum gw_session_state_e {
 /* Subscribed with join_leave at some time: only such sessions may hold listener channels, so
  * only they look for them. */
 #define GW_SESSION_IS_LISTENER 0x80u
-/* Some subscription waits for its history answer (gw_session_recover.c): delivery asks
- * gw_sub_set_is_recovering before queuing a Push. It shares its bit with CONNECT_DEFERRED, which
- * means something only before Connect succeeds, as this does only after (authentication clears
- * the bit): a flag byte has no ninth bit, and the session no spare byte. */
-#define GW_SESSION_RECOVERING GW_SESSION_CONNECT_DEFERRED
 
 /*
  * The size of a session before Connect. It is reallocated at Connect to hold the user id and
@@ -75,9 +70,8 @@ typedef enum gw_session_state_e {
 #define GW_SESSION_LINGER_MS 2000u
 
 typedef struct gw_session_s {
-    nl_conn_t *conn;
+    gw_sub_set_t member;       /* as fan-out sees it: the connection, channels, delivery flags */
     nl_wheel_entry_t deadline; /* handshake, idle or linger deadline */
-    gw_sub_set_t subs;
     uint32_t rl_milli; /* publish tokens, in thousandths */
     uint32_t rl_ms;    /* low 32 bits of the loop clock at the last refill */
     uint32_t exp_s;    /* the token's exp claim, Unix seconds; 0: none (insecure mode) */
@@ -108,7 +102,7 @@ _Static_assert(offsetof(gw_session_t, user_len) ==
 
 static inline gw_session_t *gw_session_of_set(gw_sub_set_t *set)
 {
-    return (gw_session_t *)((char *)set - offsetof(gw_session_t, subs));
+    return (gw_session_t *)((char *)set - offsetof(gw_session_t, member));
 }
 
 static inline gw_session_t *gw_session_of_key(gw_chankey_t *k)

@@ -32,7 +32,7 @@
 
 #include "gw_channel_name.h"
 #include "gw_engine.h"
-#include "gw_node.h"
+#include "gw_node_int.h"
 #include "gw_presence.h"
 #include "gw_session.h"
 #include "gw_session_int.h"
@@ -44,7 +44,7 @@
 
 static int client_id_of(const gw_loop_t *lp, const gw_session_t *s, char *out, size_t cap)
 {
-    return snprintf(out, cap, "%s-%" PRIu64, lp->node->node_id, nl_conn_id(s->conn));
+    return snprintf(out, cap, "%s-%" PRIu64, lp->node->node_id, nl_conn_id(s->member.conn));
 }
 
 /* --- online ------------------------------------------------------------------------------- */
@@ -52,17 +52,17 @@ static int client_id_of(const gw_loop_t *lp, const gw_session_t *s, char *out, s
 void gw_session_online(gw_loop_t *lp, gw_session_t *s)
 {
     s->user_hash = gw_online_hash(s->data, s->user_len);
-    s->user_seen = gw_online_stamp(nl_loop_now_ms(lp->loop));
+    s->user_seen = gw_online_stamp(nl_loop_now_ms(lp->fo.loop));
     int rc = gw_online_add(&lp->presence.online, &s->user_key);
     if (rc < 0) {
         char q[NL_LOG_QUOTE_MAX];
-        NL_LOG(NL_WARN, "online_add_failed", "conn=%" PRIu64 " user=%s err=%s", nl_conn_id(s->conn),
+        NL_LOG(NL_WARN, "online_add_failed", "conn=%" PRIu64 " user=%s err=%s", nl_conn_id(s->member.conn),
                gw_session_user_quoted(s, q), nl_strerror(rc));
         return;
     }
     s->flags |= GW_SESSION_IS_ONLINE;
     if (rc == 1)
-        lp->node->engine->ops->user_online(lp->node->engine, lp->index, s->data, s->user_len);
+        lp->node->engine->ops->user_online(lp->node->engine, lp->fo.index, s->data, s->user_len);
 }
 
 /* Publishes "s joined / left name[0..len)" to the channel's listeners through the engine. */
@@ -76,7 +76,7 @@ static void presence_emit(gw_loop_t *lp, gw_session_t *s, const char *name, size
         .client_id = client_id,
         .connected_at_ms = (uint64_t)s->auth_s * 1000u,
     };
-    gw_event_t *ev = gw_event_new(name, len, is_join, &who, lp->index, nl_conn_id(s->conn));
+    gw_event_t *ev = gw_event_new(name, len, is_join, &who, lp->fo.index, nl_conn_id(s->member.conn));
     if (!ev) {
         lp->stats.presence_event_failures++;
         return;
@@ -99,7 +99,7 @@ static void presence_record(gw_loop_t *lp, gw_session_t *s, const char *name, si
     char client_id[GW_CONFIG_NAME_MAX + 24];
     client_id_of(lp, s, client_id, sizeof(client_id));
     if (!is_in) {
-        engine->ops->presence_remove(engine, lp->index, name, len, client_id);
+        engine->ops->presence_remove(engine, lp->fo.index, name, len, client_id);
         return;
     }
     gw_presence_client_t who = {
@@ -107,7 +107,7 @@ static void presence_record(gw_loop_t *lp, gw_session_t *s, const char *name, si
         .client_id = client_id,
         .connected_at_ms = (uint64_t)s->auth_s * 1000u,
     };
-    engine->ops->presence_add(engine, lp->index, name, len, &who);
+    engine->ops->presence_add(engine, lp->fo.index, name, len, &who);
 }
 
 static void listener_count(gw_loop_t *lp, int delta)
@@ -123,8 +123,15 @@ static void listener_count(gw_loop_t *lp, int delta)
  * still waiting for its history answer). */
 static bool session_is_visible_in(const gw_session_t *s, const gw_sub_entry_t *e)
 {
-    return gw_sub_entry_is_active(e) &&
-           !((s->flags & GW_SESSION_RECOVERING) && gw_sub_set_is_recovering(&s->subs, e));
+    return gw_sub_entry_is_active(e) && !gw_sub_set_is_recovering(&s->member, e);
+}
+
+/* Whether join/leave events may have an audience anywhere: an engine shared by nodes may have
+ * listeners on another node; otherwise the node's own count says. */
+static bool presence_has_listeners(const gw_loop_t *lp)
+{
+    return lp->node->engine->ops->is_shared ||
+           atomic_load_explicit(&lp->node->presence_listeners, memory_order_relaxed) > 0;
 }
 
 void gw_session_offline(gw_loop_t *lp, gw_session_t *s)
@@ -133,14 +140,14 @@ void gw_session_offline(gw_loop_t *lp, gw_session_t *s)
         return;
     s->flags &= (uint8_t) ~(GW_SESSION_IS_ONLINE | GW_SESSION_IS_SEEN);
     if (gw_online_remove(&lp->presence.online, &s->user_key) == 1)
-        lp->node->engine->ops->user_offline(lp->node->engine, lp->index, s->data, s->user_len,
+        lp->node->engine->ops->user_offline(lp->node->engine, lp->fo.index, s->data, s->user_len,
                                             nl_wall_ms());
     /* Listener slots first: a session that was the node's only listener sends no leave event
      * that nobody could hear. */
-    uint32_t n = gw_sub_set_count(&s->subs);
+    uint32_t n = gw_sub_set_count(&s->member);
     uint32_t visible = 0;
     for (uint32_t i = 0; i < n; i++) {
-        const gw_sub_entry_t *e = gw_sub_set_entry(&s->subs, i);
+        const gw_sub_entry_t *e = gw_sub_set_entry(&s->member, i);
         size_t len;
         const char *name = gw_sub_entry_name(e, &len);
         if (gw_presence_is_listener(name, len))
@@ -151,9 +158,9 @@ void gw_session_offline(gw_loop_t *lp, gw_session_t *s)
     lp->stats.presence_entries -= visible;
     if (visible == 0)
         return;
-    bool has_listeners = gw_presence_has_listeners(lp->node);
+    bool has_listeners = presence_has_listeners(lp);
     for (uint32_t i = 0; i < n; i++) {
-        const gw_sub_entry_t *e = gw_sub_set_entry(&s->subs, i);
+        const gw_sub_entry_t *e = gw_sub_set_entry(&s->member, i);
         size_t len;
         const char *name = gw_sub_entry_name(e, &len);
         if (!session_is_visible_in(s, e) || gw_presence_is_listener(name, len))
@@ -175,10 +182,10 @@ static void resync_session(nl_wheel_entry_t *we, void *arg)
     gw_engine_t *engine = lp->node->engine;
     /* Once per session: a user on several connections is told about more than once, which a
      * write that sets its own fields does not mind. */
-    engine->ops->user_online(engine, lp->index, s->data, s->user_len);
-    uint32_t n = gw_sub_set_count(&s->subs);
+    engine->ops->user_online(engine, lp->fo.index, s->data, s->user_len);
+    uint32_t n = gw_sub_set_count(&s->member);
     for (uint32_t i = 0; i < n; i++) {
-        const gw_sub_entry_t *e = gw_sub_set_entry(&s->subs, i);
+        const gw_sub_entry_t *e = gw_sub_set_entry(&s->member, i);
         size_t len;
         const char *name = gw_sub_entry_name(e, &len);
         if (session_is_visible_in(s, e) && !gw_presence_is_listener(name, len))
@@ -199,7 +206,7 @@ void gw_session_presence_joined(gw_loop_t *lp, gw_session_t *s, const char *name
         return;
     lp->stats.presence_entries++;
     presence_record(lp, s, name, len, true);
-    if (gw_presence_has_listeners(lp->node))
+    if (presence_has_listeners(lp))
         presence_emit(lp, s, name, len, true);
 }
 
@@ -209,7 +216,7 @@ void gw_session_presence_left(gw_loop_t *lp, gw_session_t *s, const char *name, 
         return;
     lp->stats.presence_entries--;
     presence_record(lp, s, name, len, false);
-    if (gw_presence_has_listeners(lp->node))
+    if (presence_has_listeners(lp))
         presence_emit(lp, s, name, len, false);
 }
 
@@ -225,7 +232,7 @@ int gw_session_presence_listen(gw_loop_t *lp, gw_session_t *s, const char *name,
     s->flags |= GW_SESSION_IS_LISTENER;
     if (is_counted)
         listener_count(lp, +1);
-    int rc = gw_sub_add(&lp->subs, &s->subs, lname, llen, gw_sub_hash(lname, llen), LISTENER_REQ_ID,
+    int rc = gw_sub_add(&lp->fo.subs, &s->member, lname, llen, gw_sub_hash(lname, llen), LISTENER_REQ_ID,
                         NULL);
     if (rc >= 0)
         return 0;
@@ -241,7 +248,7 @@ void gw_session_presence_unlisten(gw_loop_t *lp, gw_session_t *s, const char *na
         return;
     size_t llen = gw_presence_listen_name(lname, name, len);
     uint64_t unused;
-    int rc = gw_sub_remove(&lp->subs, &s->subs, lname, llen, gw_sub_hash(lname, llen), &unused);
+    int rc = gw_sub_remove(&lp->fo.subs, &s->member, lname, llen, gw_sub_hash(lname, llen), &unused);
     if (rc >= 0 && (s->flags & GW_SESSION_IS_ONLINE))
         listener_count(lp, -1);
 }
@@ -255,13 +262,13 @@ void gw_session_presence_listener_failed(gw_loop_t *lp, gw_session_t *s)
 uint32_t gw_session_presence_sub_count(const gw_loop_t *lp, const gw_session_t *s)
 {
     NL_UNUSED(lp);
-    uint32_t n = gw_sub_set_count(&s->subs);
+    uint32_t n = gw_sub_set_count(&s->member);
     if (!(s->flags & GW_SESSION_IS_LISTENER))
         return n;
     uint32_t real = 0;
     for (uint32_t i = 0; i < n; i++) {
         size_t len;
-        const char *name = gw_sub_entry_name(gw_sub_set_entry(&s->subs, i), &len);
+        const char *name = gw_sub_entry_name(gw_sub_set_entry(&s->member, i), &len);
         real += !gw_presence_is_listener(name, len);
     }
     return real;
@@ -273,7 +280,7 @@ uint32_t gw_session_presence_sub_count(const gw_loop_t *lp, const gw_session_t *
 static void presence_on_answer(const gw_engine_reply_t *r, const gw_engine_result_t *res)
 {
     gw_loop_t *lp = gw_loop_current();
-    gw_session_t *s = gw_session_lookup(lp->loop, r->u64[0], GW_SESSION_AUTHENTICATED);
+    gw_session_t *s = gw_session_lookup(lp->fo.loop, r->u64[0], GW_SESSION_AUTHENTICATED);
     if (!s)
         return; /* gone or closing meanwhile */
     if (res->status == -EBUSY || res->status == -EAGAIN) {
@@ -331,36 +338,13 @@ void gw_session_presence_request(gw_loop_t *lp, gw_session_t *s, const Herald__F
         return;
     }
     gw_engine_reply_t reply = {
-        .loop = lp->loop, .cb = presence_on_answer, .u64 = {nl_conn_id(s->conn), f->id}};
+        .loop = lp->fo.loop, .cb = presence_on_answer, .u64 = {nl_conn_id(s->member.conn), f->id}};
     gw_engine_t *e = lp->node->engine;
     int err = e->ops->presence(e, name, len, &reply);
     if (err == -ENOTSUP)
         gw_session_error(lp, s, f->id, GW_PERR_NOT_SUPPORTED, 0);
     else if (err < 0)
         gw_session_error(lp, s, f->id, err == -ESHUTDOWN ? GW_PERR_BUSY : GW_PERR_INTERNAL, 0);
-}
-
-/* --- delivery of events ------------------------------------------------------------------- */
-
-uint64_t gw_session_deliver_event(gw_loop_t *lp, gw_sub_set_t *const *members, uint32_t n,
-                                  nl_block_t *b, uint64_t skip_conn)
-{
-    uint64_t queued = 0;
-    size_t high_water = lp->high_water_bytes;
-    for (uint32_t i = 0; i < n; i++) {
-        gw_session_t *s = gw_session_of_set(members[i]);
-        if (s->state != GW_SESSION_AUTHENTICATED || nl_conn_id(s->conn) == skip_conn)
-            continue;
-        /* An event is as droppable as a Push; the slow-consumer policy acts on Pushes. */
-        if (high_water && nl_conn_output_bytes(s->conn) >= high_water) {
-            lp->stats.slow_drops++;
-            continue;
-        }
-        if (nl_conn_send_block(s->conn, b) == 0)
-            queued++;
-    }
-    lp->stats.frames_out[HERALD__FRAME__BODY_PRESENCE_EVENT] += queued;
-    return queued;
 }
 
 /* --- a loop's share of batches and queries ------------------------------------------------ */
@@ -392,11 +376,13 @@ uint32_t gw_session_presence_sweep(gw_loop_t *lp, uint16_t stamp)
     return w.users;
 }
 
-int gw_session_presence_collect(gw_loop_t *lp, const char *chan, size_t len, uint32_t limit,
+int gw_session_presence_collect(gw_loop_t *lp, const char *chan, size_t len,
                                 gw_presence_part_t *out)
 {
     memset(out, 0, sizeof(*out));
-    gw_sub_entry_t *e = gw_sub_find(&lp->subs, chan, len, gw_sub_hash(chan, len));
+    uint32_t limit = (uint32_t)gw_loop_cfg(lp)->presence_max_clients;
+    out->limit = limit;
+    gw_sub_entry_t *e = gw_sub_find(&lp->fo.subs, chan, len, gw_sub_hash(chan, len));
     if (!e || !gw_sub_entry_is_active(e))
         return 0;
     uint32_t n;
@@ -408,7 +394,7 @@ int gw_session_presence_collect(gw_loop_t *lp, const char *chan, size_t len, uin
         gw_session_t *s = gw_session_of_set(members[i]);
         if (!(s->flags & GW_SESSION_IS_ONLINE))
             continue; /* closing: it has left the channel for presence */
-        if ((s->flags & GW_SESSION_RECOVERING) && gw_sub_set_is_recovering(&s->subs, e))
+        if (gw_sub_set_is_recovering(&s->member, e))
             continue; /* no SubscribeOk yet */
         long off = gw_online_list_add(&out->users, s->data, s->user_len, s->user_hash);
         if (off < 0)
@@ -417,7 +403,7 @@ int gw_session_presence_collect(gw_loop_t *lp, const char *chan, size_t len, uin
         if (out->n_clients < cap)
             out->clients[out->n_clients++] = (gw_presence_part_client_t){
                 .user_off = off,
-                .conn_id = nl_conn_id(s->conn),
+                .conn_id = nl_conn_id(s->member.conn),
                 .connected_at_ms = (uint64_t)s->auth_s * 1000u,
             };
     }
@@ -435,7 +421,7 @@ void gw_session_online_collect(gw_loop_t *lp, const char *user, size_t len, gw_o
     for (uint32_t i = 0; i < u.n; i++) {
         const gw_session_t *s = gw_session_of_key(u.conns[i]);
         uint64_t since_ms = (uint64_t)s->auth_s * 1000u;
-        uint64_t seen_ms = gw_presence_stamp_wall_ms(lp, s->user_seen);
+        uint64_t seen_ms = gw_presence_stamp_wall_ms(&lp->presence, s->user_seen);
         if (since_ms < out->since_ms)
             out->since_ms = since_ms;
         if (seen_ms > out->last_seen_ms)

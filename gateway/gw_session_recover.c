@@ -29,11 +29,12 @@
 #include <string.h>
 
 #include "gw_engine.h"
-#include "gw_node.h"
+#include "gw_node_int.h"
 #include "gw_session.h"
 #include "gw_session_int.h"
 #include "netlib/nl_common.h"
 #include "netlib/nl_log.h"
+#include "proto_frame.h"
 
 /* A recovery on its way: keyed by the connection id's 8 bytes, then the channel name. */
 typedef struct recover_rec_s {
@@ -101,20 +102,12 @@ void gw_session_recover_deinit(gw_loop_t *lp)
     gw_chantab_deinit(t);
 }
 
-/* Clears the session's RECOVERING flag once none of its channels is recovering. */
-static void recover_update_flag(gw_session_t *s)
-{
-    if ((s->flags & GW_SESSION_RECOVERING) && !gw_sub_set_has_recovering(&s->subs))
-        s->flags &= (uint8_t)~GW_SESSION_RECOVERING;
-}
-
 /* Ends a recovery without an answer from the engine: the record goes, the Subscribe is
  * answered with err. The member must already be out of the channel. */
 static void recover_abort(gw_loop_t *lp, gw_session_t *s, const char *chan, size_t len,
                           gw_proto_err_t err)
 {
-    recover_rec_t *r = rec_find(lp, nl_conn_id(s->conn), chan, len);
-    recover_update_flag(s);
+    recover_rec_t *r = rec_find(lp, nl_conn_id(s->member.conn), chan, len);
     gw_session_presence_unlisten(lp, s, chan, len); /* join/leave events were asked with it */
     if (!r)
         return;
@@ -140,12 +133,10 @@ static uint32_t recover_send_missed(gw_loop_t *lp, gw_session_t *s, const gw_eng
 {
     uint32_t queued = 0;
     for (uint32_t i = 0; i < a->n_msgs; i++) {
-        if (s->state == GW_SESSION_CLOSING || nl_conn_state(s->conn) != NL_CONN_CONNECTED)
+        if (s->state == GW_SESSION_CLOSING)
             break;
-        if (nl_conn_send_block(s->conn, a->msgs[i]->block) == 0)
-            queued++;
+        queued += gw_fanout_deliver_one(&lp->fo, &s->member, a->msgs[i]);
     }
-    lp->stats.deliveries += queued;
     return queued;
 }
 
@@ -159,17 +150,16 @@ static void recover_on_history(const gw_engine_reply_t *r, const gw_engine_resul
         return; /* withdrawn; a later request's answer is still to come if any */
     uint64_t req_id = rec->req_id;
     rec_free(lp, rec);
-    gw_session_t *s = gw_session_lookup(lp->loop, r->u64[0], GW_SESSION_AUTHENTICATED);
+    gw_session_t *s = gw_session_lookup(lp->fo.loop, r->u64[0], GW_SESSION_AUTHENTICATED);
     if (!s)
         return;
     uint32_t hash = gw_sub_hash(a->chan, a->chan_len);
-    gw_sub_entry_t *e = gw_sub_find(&lp->subs, a->chan, a->chan_len, hash);
-    if (!e || gw_sub_recovered(&s->subs, e) < 0)
+    gw_sub_entry_t *e = gw_sub_find(&lp->fo.subs, a->chan, a->chan_len, hash);
+    if (!e || gw_sub_recovered(&s->member, e) < 0)
         return; /* cannot be: the record leaves with the membership */
-    recover_update_flag(s);
     if (res->status < 0 || !gw_sub_entry_is_active(e)) {
         uint64_t unused;
-        (void)gw_sub_remove(&lp->subs, &s->subs, a->chan, a->chan_len, hash, &unused);
+        (void)gw_sub_remove(&lp->fo.subs, &s->member, a->chan, a->chan_len, hash, &unused);
         gw_session_presence_unlisten(lp, s, a->chan, a->chan_len);
         gw_session_error(lp, s, req_id, GW_PERR_INTERNAL, 0);
         return;
@@ -199,9 +189,9 @@ static bool recover_answer_now(gw_loop_t *lp, gw_session_t *s, uint64_t id, gw_s
     size_t len;
     const char *name = gw_sub_entry_name(e, &len);
     bool is_recoverable =
-        lp->node->engine->ops->is_recoverable(lp->node->engine, lp->index, name, len);
+        lp->node->engine->ops->is_recoverable(lp->node->engine, lp->fo.index, name, len);
     gw_sub_entry_t *added = NULL;
-    int rc = gw_sub_add(&lp->subs, &s->subs, name, len, e->key.hash, id, &added);
+    int rc = gw_sub_add(&lp->fo.subs, &s->member, name, len, e->key.hash, id, &added);
     if (rc != 1) {
         gw_session_presence_unlisten(lp, s, name, len);
         gw_session_error(lp, s, id, GW_PERR_INTERNAL, 0);
@@ -224,32 +214,31 @@ void gw_session_subscribe_recover(gw_loop_t *lp, gw_session_t *s, const Herald__
 {
     const Herald__Subscribe *sub = f->subscribe;
     uint64_t epoch = 0;
-    bool has_epoch = sub->epoch && gw_engine_epoch_parse(sub->epoch, &epoch) == 0;
+    bool has_epoch = sub->epoch && proto_epoch_parse(sub->epoch, &epoch) == 0;
     uint32_t hash = gw_sub_hash(name, len);
-    gw_sub_entry_t *e = gw_sub_find(&lp->subs, name, len, hash);
+    gw_sub_entry_t *e = gw_sub_find(&lp->fo.subs, name, len, hash);
     if (e && gw_sub_entry_is_active(e) &&
         recover_answer_now(lp, s, f->id, e, has_epoch, epoch, sub->offset))
         return;
-    uint64_t conn_id = nl_conn_id(s->conn);
+    uint64_t conn_id = nl_conn_id(s->member.conn);
     recover_rec_t *rec = rec_new(lp, conn_id, name, len, f->id);
-    if (!rec || gw_sub_add_recovering(&lp->subs, &s->subs, name, len, hash, NULL) < 0) {
+    if (!rec || gw_sub_add_recovering(&lp->fo.subs, &s->member, name, len, hash, NULL) < 0) {
         if (rec)
             rec_free(lp, rec);
         gw_session_presence_unlisten(lp, s, name, len);
         gw_session_error(lp, s, f->id, GW_PERR_INTERNAL, 0);
         return;
     }
-    s->flags |= GW_SESSION_RECOVERING;
     gw_engine_reply_t reply = {
-        .loop = lp->loop, .cb = recover_on_history, .u64 = {conn_id, rec->ticket}};
+        .loop = lp->fo.loop, .cb = recover_on_history, .u64 = {conn_id, rec->ticket}};
     /* The missed messages queue behind whatever the client has not read yet; past the
      * high-water mark it would be a slow consumer at once, so that is the most they may be. */
-    uint64_t max_bytes = lp->high_water_bytes ? lp->high_water_bytes : UINT64_MAX;
-    int err = gw_engine_history(lp->node->engine, lp->index, name, len, hash, sub->offset,
+    uint64_t max_bytes = lp->fo.high_water_bytes ? lp->fo.high_water_bytes : UINT64_MAX;
+    int err = gw_engine_history(lp->node->engine, lp->fo.index, name, len, hash, sub->offset,
                                 has_epoch ? epoch : 0, max_bytes, &reply);
     if (err < 0) {
         uint64_t unused;
-        (void)gw_sub_remove(&lp->subs, &s->subs, name, len, hash, &unused);
+        (void)gw_sub_remove(&lp->fo.subs, &s->member, name, len, hash, &unused);
         recover_abort(lp, s, name, len, err == -ESHUTDOWN ? GW_PERR_BUSY : GW_PERR_INTERNAL);
     }
 }

@@ -1,15 +1,15 @@
 /*
- * gw_stats: herald's counters: per IO loop, plain uint64_t written only by that loop's thread,
- * and their collection at scrape time (STYLE.md §3: no shared atomic counters on the
- * per-message path).
+ * gw_stats: the sessions' counters (per IO loop, plain uint64_t written only by that loop's
+ * thread) and the collection at scrape time of every room's figures into one snapshot
+ * (STYLE.md §3: no shared atomic counters on the per-message path). Fan-out and the engine
+ * keep their own counters (gw_fanout_stats_t, gw_engine_stats_t); the collection copies them.
  *
  * Collection: gw_stats_collect posts one closure to every IO loop and one to the accept loop.
  * Each copies its own figures into its slot of a snapshot (a slot per loop, so no two threads
  * write the same bytes) and decrements a remaining count; the thread that brings it to zero
  * adds the thread-safe figures (worker pool, HTTP server), counts the distinct users over the
  * loops' user lists (a user connected through several loops is one user online), and hands
- * the snapshot to the callback. gw_stats_render writes a snapshot as Prometheus text or JSON
- * through gw_metrics.
+ * the snapshot to the callback. The admin API renders it (Prometheus text or JSON).
  *
  * Thread: a gw_stats_t belongs to its loop. gw_stats_collect may be called from any thread
  * (the HTTP thread); the callback runs on whichever loop replied last.
@@ -23,8 +23,7 @@
 #include <stdint.h>
 
 #include "gw_engine.h"
-#include "gw_http.h"
-#include "gw_metrics.h"
+#include "gw_fanout.h"
 #include "gw_online.h"
 #include "netlib/nl_conn.h"
 #include "netlib/nl_hist.h"
@@ -75,13 +74,9 @@ typedef struct gw_stats_s {
     uint64_t auth_failures[GW_AUTH_FAIL_REASONS];
     uint64_t closes[GW_CLOSE_REASONS];
     uint64_t frames_in[GW_STATS_FRAME_TYPES];
-    uint64_t frames_out[GW_STATS_FRAME_TYPES]; /* Push frames are counted as deliveries */
+    /* Push and PresenceEvent frames are fan-out's (gw_fanout_stats_t) */
+    uint64_t frames_out[GW_STATS_FRAME_TYPES];
     uint64_t errors_out[GW_STATS_ERROR_CODES];
-    uint64_t deliveries;       /* Push frames queued to a connection */
-    uint64_t slow_drops;       /* Push frames dropped for a slow consumer */
-    uint64_t unrouted;         /* messages that reached the loop with no local subscriber */
-    uint64_t fanout_batches;   /* batches posted to other loops */
-    uint64_t fanout_failures;  /* messages lost because a post failed (ENOMEM) */
     uint64_t drained;          /* sessions told to go by a drain (SIGTERM) */
     uint64_t auth_ok_previous; /* of auth_ok: tokens signed with a previous secret */
     uint64_t recoveries[GW_RECOVERY_RESULTS]; /* Subscribe{recover} answers by result */
@@ -93,15 +88,16 @@ typedef struct gw_stats_s {
     uint64_t presence_refreshed_users; /* users in them */
     uint64_t presence_joins;           /* join events published */
     uint64_t presence_leaves;          /* leave events published */
-    uint64_t presence_event_failures;  /* events lost to a failed allocation or post */
-    nl_hist_t latency_ns;  /* publish (engine accepted) to queued on this loop's sockets */
-    nl_hist_t flush_ns;    /* publish to written to this loop's subscribers' sockets */
+    uint64_t presence_event_failures;  /* events lost to a failed allocation */
     nl_hist_t loop_lag_us; /* per iteration: time spent outside epoll_wait */
 } gw_stats_t;
 
 /* What one loop reports at scrape time. */
 typedef struct gw_stats_loop_snap_s {
     gw_stats_t s;
+    gw_fanout_stats_t fo;
+    uint64_t fanout_batches;  /* batches posted to other loops */
+    uint64_t fanout_failures; /* messages lost because a batch could not be made or posted */
     nl_conn_loop_stats_t conn;
     nl_loop_stats_t loop;
     uint64_t queue_depth;   /* posted closures waiting */
@@ -119,7 +115,6 @@ typedef struct gw_stats_snapshot_s {
     nl_server_stats_t server;
     nl_pool_stats_t pool;
     nl_hist_t pool_wait_ns;
-    gw_http_stats_t http;
     bool is_ready;
     bool is_draining;
     uint64_t uptime_ms;
@@ -140,12 +135,6 @@ void gw_stats_init(gw_stats_t *st);
  * Returns: 0 (done will run); -ENOMEM; -ESHUTDOWN when the node is stopping (done will not
  * run). Thread: any. */
 int gw_stats_collect(gw_node_t *node, gw_stats_done_cb done, void *arg);
-
-/* Renders snap as Prometheus text or JSON.
- * Returns: 0 with *out (malloc'd, NUL-terminated; the caller frees it) and *len; or the
- * gw_metrics_end error. Thread: any. */
-int gw_stats_render(const gw_stats_snapshot_t *snap, gw_metrics_format_t format, char **out,
-                    size_t *len);
 
 /* Frees a snapshot. NULL is fine. Thread: any. */
 void gw_stats_snapshot_free(gw_stats_snapshot_t *snap);

@@ -150,7 +150,12 @@ void gw_sub_set_deinit(gw_sub_set_t *set)
 {
     if (set->cap != 0)
         free(set->u.heap);
+    /* The subscriber stays what it is: its connection and the flags its owner set. */
+    nl_conn_t *conn = set->conn;
+    uint8_t flags = set->flags & (uint8_t)~GW_SUB_SET_RECOVERING;
     memset(set, 0, sizeof(*set));
+    set->conn = conn;
+    set->flags = flags;
 }
 
 /* --- entries ------------------------------------------------------------------------------ */
@@ -278,6 +283,8 @@ static int sub_add(gw_sub_index_t *ix, gw_sub_set_t *set, const char *name, size
     entry_members(e)[e->count] = set;
     set_entries(set)[set->count] = e;
     set_pos(set)[set->count] = e->count | (is_recovering ? GW_SUB_POS_RECOVERING : 0);
+    if (is_recovering)
+        set->flags |= GW_SUB_SET_RECOVERING;
     e->count++;
     set->count++;
     ix->subscriptions++;
@@ -308,17 +315,25 @@ int gw_sub_add_recovering(gw_sub_index_t *ix, gw_sub_set_t *set, const char *nam
 
 bool gw_sub_set_is_recovering(const gw_sub_set_t *set, const gw_sub_entry_t *e)
 {
+    if (!(set->flags & GW_SUB_SET_RECOVERING))
+        return false;
     int k = set_find(set, e);
     return k >= 0 && (set_pos_const(set)[k] & GW_SUB_POS_RECOVERING);
 }
 
 bool gw_sub_set_has_recovering(const gw_sub_set_t *set)
 {
+    return (set->flags & GW_SUB_SET_RECOVERING) != 0;
+}
+
+/* A recovering slot went: the flag stays only while another one is left. */
+static void set_update_recovering(gw_sub_set_t *set)
+{
     const uint32_t *pos = set_pos_const(set);
     for (uint32_t i = 0; i < set->count; i++)
         if (pos[i] & GW_SUB_POS_RECOVERING)
-            return true;
-    return false;
+            return;
+    set->flags &= (uint8_t)~GW_SUB_SET_RECOVERING;
 }
 
 int gw_sub_recovered(gw_sub_set_t *set, const gw_sub_entry_t *e)
@@ -327,6 +342,7 @@ int gw_sub_recovered(gw_sub_set_t *set, const gw_sub_entry_t *e)
     if (k < 0 || !(set_pos(set)[k] & GW_SUB_POS_RECOVERING))
         return -ENOENT;
     set_pos(set)[k] &= ~GW_SUB_POS_RECOVERING;
+    set_update_recovering(set);
     return 0;
 }
 
@@ -338,6 +354,8 @@ static int set_remove_slot(gw_sub_index_t *ix, gw_sub_set_t *set, uint32_t k, ui
     uint32_t pos = set_pos(set)[k];
     bool was_joining = entry_drop_member(e, set, pos & ~GW_SUB_POS_RECOVERING, req_id);
     set_drop_slot(set, k);
+    if (pos & GW_SUB_POS_RECOVERING)
+        set_update_recovering(set);
     ix->subscriptions--;
     entry_maybe_release(ix, e);
     return (pos & GW_SUB_POS_RECOVERING) ? 2 : was_joining ? 1 : 0;
@@ -376,8 +394,10 @@ static void joined_failed(gw_sub_index_t *ix, gw_sub_entry_t *e, gw_sub_pending_
         NL_ASSERT(k >= 0);
         bool is_recovering = set_pos(set)[k] & GW_SUB_POS_RECOVERING;
         set_drop_slot(set, (uint32_t)k);
-        if (is_recovering)
+        if (is_recovering) {
+            set_update_recovering(set);
             members[n_recovering++] = set;
+        }
     }
     ix->subscriptions -= e->count;
     e->count = 0;

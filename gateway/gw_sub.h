@@ -22,9 +22,11 @@
  * is then freed with a leave: a leave overtaking its own join could otherwise strand the
  * audience bit or deliver a gap to a later subscriber.
  *
- * A subscriber is a gw_sub_set_t embedded in its session: the channels it is in, two inline and
- * more on the heap. Each slot remembers the subscriber's position in the entry's member array,
- * so leaving a channel of 100k subscribers is O(1).
+ * A subscriber is a gw_sub_set_t embedded in its session: the connection deliveries go to, the
+ * channels it is in (two inline and more on the heap) and its delivery flags. Each slot
+ * remembers the subscriber's position in the entry's member array, so leaving a channel of
+ * 100k subscribers is O(1). The set is all fan-out knows of a subscriber (gw_fanout.h): it
+ * never reaches into the session around it.
  *
  * Thread: an index and its sets belong to one loop; nothing locks.
  * Ownership: the caller owns the index value and each set; the index owns its entries.
@@ -43,6 +45,7 @@
 #include <stdint.h>
 
 #include "gw_chantab.h"
+#include "netlib/nl_conn.h"
 
 /* Slots held inside a set before it moves them to the heap: a personal and a shared channel. */
 #define GW_SUB_INLINE 2
@@ -52,20 +55,29 @@
 /* In a set slot's position: the member is RECOVERING (positions stay below 2^31). */
 #define GW_SUB_POS_RECOVERING 0x80000000u
 
+/* A set's delivery flags (gw_sub_set_t.flags). */
+#define GW_SUB_SET_OFF 0x01u        /* closing: nothing more is delivered (its owner sets it) */
+#define GW_SUB_SET_DROPPING 0x02u   /* a slow consumer whose Pushes are dropped (gw_fanout) */
+#define GW_SUB_SET_RECOVERING 0x04u /* RECOVERING in some channel (kept by gw_sub) */
+
 typedef struct gw_sub_entry_s gw_sub_entry_t;
 
-/* The channels one subscriber is in. Zero-filled is a valid empty set. Slot i is (entry[i],
- * pos[i]): the channel's entry and the set's index in that entry's member array. Two parallel
- * arrays rather than an array of pairs, so that two inline slots take 24 bytes, not 32.
- * Read it through gw_sub_set_count / gw_sub_set_has; only gw_sub.c writes it. */
+/* One subscriber: its connection, the channels it is in, its delivery flags. Zero-filled is a
+ * valid empty set (conn set by the owner before the first add). Slot i is (entry[i], pos[i]):
+ * the channel's entry and the set's index in that entry's member array. Two parallel arrays
+ * rather than an array of pairs, so that two inline slots take 24 bytes, not 32; the flags sit
+ * in what would be padding (40 bytes in all). Read the slots through gw_sub_set_count /
+ * gw_sub_set_has; only gw_sub.c writes them. */
 typedef struct gw_sub_set_s {
+    nl_conn_t *conn; /* deliveries go here */
     union {
         gw_sub_entry_t *inl[GW_SUB_INLINE]; /* cap == 0 */
         gw_sub_entry_t **heap;              /* cap entries, then cap uint32_t positions */
     } u;
     uint32_t inl_pos[GW_SUB_INLINE];
     uint16_t count;
-    uint16_t cap; /* 0 while the inline slots are used */
+    uint16_t cap;  /* 0 while the inline slots are used */
+    uint8_t flags; /* GW_SUB_SET_* */
 } gw_sub_set_t;
 
 typedef enum gw_sub_state_e {
@@ -146,7 +158,8 @@ int gw_sub_add(gw_sub_index_t *ix, gw_sub_set_t *set, const char *name, size_t l
 int gw_sub_add_recovering(gw_sub_index_t *ix, gw_sub_set_t *set, const char *name, size_t len,
                           uint32_t hash, gw_sub_entry_t **out);
 
-/* Whether set is a RECOVERING member of e. O(channels of set). */
+/* Whether set is a RECOVERING member of e. O(channels of set), O(1) for a set recovering in
+ * no channel (GW_SUB_SET_RECOVERING clear). */
 bool gw_sub_set_is_recovering(const gw_sub_set_t *set, const gw_sub_entry_t *e);
 
 /* Whether set is RECOVERING in any channel. O(channels of set). */
@@ -192,8 +205,8 @@ static inline const gw_sub_entry_t *gw_sub_set_entry(const gw_sub_set_t *set, ui
     return set->cap == 0 ? set->u.inl[i] : set->u.heap[i];
 }
 
-/* Frees a set's heap slots; for a set already removed from every channel (or whose index was
- * deinit'ed). */
+/* Frees a set's heap slots and empties it, keeping its connection and the flags its owner set;
+ * for a set already removed from every channel (or whose index was deinit'ed). */
 void gw_sub_set_deinit(gw_sub_set_t *set);
 
 static inline bool gw_sub_entry_is_active(const gw_sub_entry_t *e)

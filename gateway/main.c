@@ -1,6 +1,6 @@
 /*
  * herald: the pub/sub push gateway. This file only loads the configuration and wires the
- * modules together (gw_node does the rest):
+ * rooms together: the node (core/), the admin API beside it (admin/); gw_node does the rest:
  *
  *   herald [OPTION]...                 run a node (see --help for every setting)
  *   herald --help | --version | --print-config
@@ -9,7 +9,7 @@
  *                                      print a token signed with the configured secret
  *
  * Signals: SIGTERM/SIGINT drain the node and stop it (a second one stops it at once); SIGHUP
- * reloads the config (gw_reload.h).
+ * reloads the config (gw_config_reload.h).
  *
  * Exit status: 0 after a clean stop (SIGINT/SIGTERM) or a successful subcommand; 1 when the
  * node failed or the config file has errors; 2 for bad flags or settings.
@@ -21,9 +21,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "gw_admin.h"
 #include "gw_config.h"
 #include "gw_node.h"
-#include "gw_session.h"
 #include "gw_token.h"
 #include "netlib/nl_common.h"
 #include "netlib/nl_log.h"
@@ -145,14 +145,24 @@ static int run_node(const gw_config_t *cfg, const gw_config_source_t *src)
 {
     nl_log_set_level((nl_log_level_t)cfg->log_level);
     NL_LOG(NL_INFO, "starting", "version=%s session_bytes=%zu", HERALD_VERSION,
-           gw_session_sizeof());
+           gw_node_session_bytes());
     gw_node_t *node = NULL;
+    gw_admin_t *admin = NULL;
     int err = gw_node_new(&node, cfg, src);
+    /* The admin API before the listener: a failing admin bind then leaves no client session
+     * behind. */
+    if (err == 0 && cfg->is_admin_enabled)
+        err = gw_admin_new(&admin, node, cfg);
+    if (err == 0)
+        err = gw_node_listen(node);
     if (err < 0) {
         NL_LOG(NL_ERROR, "start_failed", "err=%s", nl_strerror(err));
+        gw_admin_free(admin);
+        gw_node_free(node);
         return 1;
     }
     err = gw_node_run(node);
+    gw_admin_free(admin);
     gw_node_free(node);
     return err < 0 ? 1 : 0;
 }

@@ -105,6 +105,14 @@ nl_block_t *proto_frame_block(const Herald__Frame *f);
  * Thread: any. Ownership: push is only read; the caller owns the returned reference. */
 nl_block_t *proto_push_block(const Herald__Push *push);
 
+/* Writes epoch as the wire shows it, 16 lower-case hex digits, and a NUL into out (17 bytes).
+ * Thread: any. */
+void proto_epoch_str(uint64_t epoch, char out[17]);
+
+/* Parses an epoch as the wire shows it (exactly 16 lower-case hex digits). Returns: 0 with
+ * *epoch set; -EINVAL. Thread: any. */
+int proto_epoch_parse(const char *text, uint64_t *epoch);
+
 /* Returns a static lower-case name for a body case ("subscribe_ok"), "none" for NOT_SET and
  * "unknown" for a value the schema does not define. Thread: any. */
 const char *proto_body_name(Herald__Frame__BodyCase body);

@@ -3,9 +3,7 @@
  * answered once the engine replies, leave on the last, a JOINING entry that empties before its
  * answer, a failed join, O(1) removal with position fix-ups, inline-to-heap growth, and table
  * growth and shrinkage over many channels; RECOVERING members (in the entry, keeping it alive,
- * never answered by the join, flagged through position fix-ups, reported when the join fails);
- * and the epoch's wire form (gw_engine_epoch_str, gw_engine_epoch_parse), which SubscribeOk and
- * every Push carry, against printf's %016x.
+ * never answered by the join, flagged through position fix-ups, reported when the join fails).
  *
  * The engine is a recorder: join/leave calls and joined answers land in arrays the tests check.
  */
@@ -432,35 +430,6 @@ static void test_gw_sub_table_grows_and_shrinks(void **state)
     free(sets);
 }
 
-static void test_gw_engine_epoch_str(void **state)
-{
-    (void)state;
-    const uint64_t epochs[] = {
-        0, 1, 0xf, 0x10, 0xabcdef, 0x8000000000000000u, 0x0123456789abcdefu, UINT64_MAX};
-    for (size_t i = 0; i < sizeof(epochs) / sizeof(epochs[0]); i++) {
-        char got[17];
-        char want[17];
-        memset(got, 'x', sizeof(got));
-        gw_engine_epoch_str(epochs[i], got);
-        snprintf(want, sizeof(want), "%016llx", (unsigned long long)epochs[i]);
-        assert_string_equal(got, want);
-        uint64_t back = 0;
-        assert_int_equal(gw_engine_epoch_parse(got, &back), 0);
-        assert_int_equal(back, epochs[i]);
-    }
-    static const char *const bad[] = {"",
-                                      "0123",
-                                      "0123456789abcdef0",
-                                      "0123456789ABCDEF",
-                                      "0123456789abcdeg",
-                                      " 123456789abcdef"};
-    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-        uint64_t v = 42;
-        assert_int_equal(gw_engine_epoch_parse(bad[i], &v), -EINVAL);
-        assert_int_equal(v, 42);
-    }
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -478,7 +447,6 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_gw_sub_failed_join_reports_recovering, setup,
                                         teardown),
-        cmocka_unit_test(test_gw_engine_epoch_str),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -9,6 +9,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -675,9 +676,39 @@ static void test_proto_frame_names(void **state)
     assert_string_equal(proto_body_name((Herald__Frame__BodyCase)99), "unknown");
 }
 
+static void test_proto_epoch_str(void **state)
+{
+    (void)state;
+    const uint64_t epochs[] = {
+        0, 1, 0xf, 0x10, 0xabcdef, 0x8000000000000000u, 0x0123456789abcdefu, UINT64_MAX};
+    for (size_t i = 0; i < sizeof(epochs) / sizeof(epochs[0]); i++) {
+        char got[17];
+        char want[17];
+        memset(got, 'x', sizeof(got));
+        proto_epoch_str(epochs[i], got);
+        snprintf(want, sizeof(want), "%016llx", (unsigned long long)epochs[i]);
+        assert_string_equal(got, want);
+        uint64_t back = 0;
+        assert_int_equal(proto_epoch_parse(got, &back), 0);
+        assert_int_equal(back, epochs[i]);
+    }
+    static const char *const bad[] = {"",
+                                      "0123",
+                                      "0123456789abcdef0",
+                                      "0123456789ABCDEF",
+                                      "0123456789abcdeg",
+                                      " 123456789abcdef"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        uint64_t v = 42;
+        assert_int_equal(proto_epoch_parse(bad[i], &v), -EINVAL);
+        assert_int_equal(v, 42);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_proto_epoch_str),
         cmocka_unit_test(test_proto_frame_round_trip_every_kind),
         cmocka_unit_test(test_proto_frame_round_trip_fields),
         cmocka_unit_test(test_proto_frame_split_every_byte),

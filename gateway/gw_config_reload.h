@@ -1,5 +1,5 @@
 /*
- * gw_reload: SIGHUP. The node's config is loaded again from the sources it started with (the
+ * gw_config_reload: SIGHUP's first half. The node's config is loaded again from the sources it started with (the
  * file named by --config or HERALD_CONFIG, read anew; the HERALD_* environment and the
  * command-line flags, which a running process cannot change, so they still win over the
  * file), compared with the running one setting by setting, and what may change at runtime is
@@ -34,17 +34,35 @@
  * Everything else (addresses, ports, threads, io_uring batching, the engine, the node id, the
  * admin key and switch, insecure mode) needs a restart.
  *
+ * The second half is the node's (gw_node_reload): it puts the new snapshot in place on the
+ * main thread and on every IO loop, and logs reload_done once the last loop has it.
+ *
  * Thread: main (the accept loop): gw_config_load uses getopt's globals.
  */
-#ifndef HERALD_GATEWAY_GW_RELOAD_H
-#define HERALD_GATEWAY_GW_RELOAD_H
+#ifndef HERALD_GATEWAY_GW_CONFIG_RELOAD_H
+#define HERALD_GATEWAY_GW_CONFIG_RELOAD_H
 
-typedef struct gw_node_s gw_node_t;
+#include "gw_config.h"
+#include "gw_config_snap.h"
 
-/* Reloads node's config (see above).
- * Returns: 0 when the loaded config is in place (or nothing changed); -EINVAL when it was
- * refused; -ENOTSUP when the node has no sources to read (gw_node_new without them); -ENOMEM.
- * Thread: main. */
-int gw_reload_run(gw_node_t *node);
+/* What a reload found: the config to put in place and the counts ev=reload_done reports. */
+typedef struct gw_config_reload_s {
+    gw_config_snap_t *snap; /* a new reference, or NULL: nothing to change */
+    uint64_t generation;    /* the snapshot's (the running one's when nothing changed) */
+    int changed;
+    int restart_needed;
+} gw_config_reload_t;
+
+/* Loads the config again from src and compares it with running (logging reload_begin, each
+ * warning and error, each change), then builds the snapshot to apply. With nothing to change
+ * it logs reload_done itself and out->snap is NULL.
+ * Returns: 0; -ENOTSUP (no sources: logged as reload_unavailable); -EINVAL (refused, logged as
+ * reload_failed: nothing changes); -ENOMEM. Thread: main. Ownership: out->snap is the caller's
+ * reference. */
+int gw_config_reload(const gw_config_snap_t *running, const gw_config_source_t *src,
+                     gw_config_reload_t *out);
+
+/* Logs ev=reload_done for r: once the new config is in force everywhere. Thread: any. */
+void gw_config_reload_log_done(const gw_config_reload_t *r);
 
 #endif
