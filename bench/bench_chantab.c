@@ -14,7 +14,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "gw_chantab.h"
+#include "gw_channel.h"
 
 typedef struct obj_s {
     gw_chankey_t key;

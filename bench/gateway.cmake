@@ -2,7 +2,7 @@
 # fan-out throughput (side by side with Redis pub/sub when redis-server is installed) and
 # light-load latency. Programs that print figures, never ctest cases (STYLE.md §9). They
 # start herald themselves through the integration tests' harness and client.
-if(NOT TARGET herald OR NOT TARGET proto OR NOT TARGET gateway_core)
+if(NOT TARGET herald OR NOT TARGET proto OR NOT TARGET gw_auth)
     return()
 endif()
 
@@ -23,7 +23,7 @@ foreach(b bench_gw_idle bench_gw_fanout bench_gw_recovery)
             target_include_directories(${b} PRIVATE ${PROJECT_SOURCE_DIR}/loadgen)
         endif()
         target_compile_definitions(${b} PRIVATE HERALD_BIN="$<TARGET_FILE:herald>")
-        target_link_libraries(${b} PRIVATE herald_build proto netlib gateway_core
+        target_link_libraries(${b} PRIVATE herald_build proto netlib gw_auth
                               Threads::Threads)
         add_dependencies(${b} herald)
     endif()
@@ -31,4 +31,4 @@ endforeach()
 
 # The channel table's lookup cost at up to a million channels (gw_chantab.c's slot tags).
 add_executable(bench_chantab ${CMAKE_CURRENT_LIST_DIR}/bench_chantab.c)
-target_link_libraries(bench_chantab PRIVATE herald_build gateway_core)
+target_link_libraries(bench_chantab PRIVATE herald_build gw_channel)

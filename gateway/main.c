@@ -9,7 +9,7 @@
  *                                      print a token signed with the configured secret
  *
  * Signals: SIGTERM/SIGINT drain the node and stop it (a second one stops it at once); SIGHUP
- * reloads the config (gw_config_reload.h).
+ * reloads the config (gw_config.h).
  *
  * Exit status: 0 after a clean stop (SIGINT/SIGTERM) or a successful subcommand; 1 when the
  * node failed or the config file has errors; 2 for bad flags or settings.
@@ -23,8 +23,8 @@
 
 #include "gw_admin.h"
 #include "gw_config.h"
-#include "gw_node.h"
-#include "gw_token.h"
+#include "gw_core.h"
+#include "gw_auth.h"
 #include "netlib/nl_common.h"
 #include "netlib/nl_log.h"
 

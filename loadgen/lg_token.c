@@ -7,7 +7,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "gw_token.h"
+#include "gw_auth.h"
 
 /* Any key will do for a server that does not verify signatures. */
 static const char insecure_key[] = "herald-loadgen-insecure";

@@ -2,18 +2,18 @@
 # ports (tests/herald_harness.c) and talks to them with the test client (tests/herald_client.c,
 # tests/herald_fleet.c). Included by tests/CMakeLists.txt once herald can be built.
 # Until the herald executable exists the tests still build (and fail at run time, saying so).
-if(NOT TARGET proto OR NOT TARGET gateway_core)
+if(NOT TARGET proto OR NOT TARGET gw_auth)
     return()
 endif()
 
-# The harness and client, shared by every test below. gateway_core brings gw_token_sign, so
-# the tests mint exactly the tokens herald verifies.
+# The harness and client, shared by every test below. gw_auth brings gw_token_sign, so the
+# tests mint exactly the tokens herald verifies.
 add_library(gwtest_support STATIC herald_harness.c herald_http.c herald_client.c herald_fleet.c)
 target_include_directories(gwtest_support PUBLIC ${CMAKE_CURRENT_SOURCE_DIR})
 if(TARGET herald)
     target_compile_definitions(gwtest_support PRIVATE HERALD_BIN="$<TARGET_FILE:herald>")
 endif()
-target_link_libraries(gwtest_support PRIVATE herald_build PUBLIC proto netlib gateway_core
+target_link_libraries(gwtest_support PRIVATE herald_build PUBLIC proto netlib gw_auth
                       Threads::Threads)
 
 # herald_gwtest(name [LABELS ...] [TIMEOUT s]): one executable per area, always rebuilt
@@ -62,5 +62,7 @@ herald_gwtest(test_gw_redis_engine TIMEOUT 300)
 if(TARGET test_gw_redis_engine)
     target_sources(test_gw_redis_engine PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/redis_harness.c)
     pkg_check_modules(GWTEST_REDIS_JANSSON REQUIRED IMPORTED_TARGET jansson)
-    target_link_libraries(test_gw_redis_engine PRIVATE PkgConfig::GWTEST_REDIS_JANSSON)
+    pkg_check_modules(GWTEST_REDIS_HIREDIS REQUIRED IMPORTED_TARGET hiredis)
+    target_link_libraries(test_gw_redis_engine PRIVATE PkgConfig::GWTEST_REDIS_JANSSON
+                          PkgConfig::GWTEST_REDIS_HIREDIS)
 endif()

@@ -24,7 +24,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "gw_token.h"
+#include "gw_auth.h"
 
 extern char **environ;
 

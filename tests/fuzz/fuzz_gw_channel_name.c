@@ -6,7 +6,7 @@
  * is easy to reach), byte 1 where the rest splits into a pattern and a name.
  *
  * Beyond "no crash, no UB" it checks every answer against a plain restatement of the rules in
- * gw_channel_name.h:
+ * gw_channel.h:
  *   - a name is valid exactly when it is 1..max bytes of the allowed set, and the error says
  *     which rule failed first (empty, then length, then bytes);
  *   - a valid name is also a valid pattern that matches itself, and "*" and name + "*" are
@@ -19,7 +19,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "gw_channel_name.h"
+#include "gw_channel.h"
 #include "netlib/nl_common.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -29,8 +29,8 @@
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 
-#include "gw_channel_name.h"
-#include "gw_token.h"
+#include "gw_channel.h"
+#include "gw_auth.h"
 #include "netlib/nl_common.h"
 
 #define SECRET "fuzz-secret-fuzz-secret"

@@ -35,7 +35,7 @@
 
 #include <cmocka.h>
 
-#include "gw_token.h"
+#include "gw_auth.h"
 #include "gwtest_util.h"
 #include "test_file.h"
 

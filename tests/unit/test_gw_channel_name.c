@@ -10,7 +10,7 @@
 
 #include <cmocka.h>
 
-#include "gw_channel_name.h"
+#include "gw_channel.h"
 
 static void test_gw_channel_name_lengths(void **state)
 {

@@ -15,7 +15,7 @@
 
 #include <cmocka.h>
 
-#include "gw_chantab.h"
+#include "gw_channel.h"
 
 #define N_KEYS 20000
 #define NAME_CAP 32

@@ -16,7 +16,7 @@
 #include <cmocka.h>
 
 #include "gw_fanout.h"
-#include "gw_history.h"
+#include "gw_state.h"
 
 #define MS 1000000ull
 

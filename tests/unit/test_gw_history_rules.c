@@ -12,7 +12,7 @@
 
 #include <cmocka.h>
 
-#include "gw_history_rules.h"
+#include "gw_config.h"
 
 typedef struct {
     const char *text;

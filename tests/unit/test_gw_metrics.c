@@ -21,7 +21,7 @@
 
 #include "gw_metrics.h"
 #include "gw_admin_int.h"
-#include "gw_stats.h"
+#include "gw_core.h"
 
 #define LABELS(...) ((const char *const[]){__VA_ARGS__, NULL})
 
@@ -446,7 +446,7 @@ static double prom_value(const char *text, const char *sample)
 /* A two-loop snapshot with the presence figures set; the rest is zero. */
 /* gw_admin_render with an engine that has no families of its own and an idle admin server. */
 static int render_snapshot(const gw_stats_snapshot_t *snap, gw_metrics_format_t format, char **out,
-                  size_t *len)
+                           size_t *len)
 {
     static const gw_engine_ops_t ops = {.name = "test"};
     static const gw_engine_t engine = {.ops = &ops};

@@ -18,7 +18,7 @@
 
 #include <cmocka.h>
 
-#include "gw_online.h"
+#include "gw_state.h"
 
 typedef struct conn_s {
     gw_chankey_t key;

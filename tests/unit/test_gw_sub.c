@@ -18,8 +18,7 @@
 
 #include <cmocka.h>
 
-#include "gw_engine.h"
-#include "gw_sub.h"
+#include "gw_fanout.h"
 
 #define MAX_CALLS 16384
 

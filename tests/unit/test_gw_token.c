@@ -15,7 +15,7 @@
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 
-#include "gw_token.h"
+#include "gw_auth.h"
 
 #define SECRET "secret-secret-secret"
 #define SECRET_LEN (sizeof(SECRET) - 1)

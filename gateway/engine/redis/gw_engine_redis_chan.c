@@ -1,0 +1,824 @@
+/*
+ * gw_engine_redis_chan: what a node knows of each channel its loops subscribe to, on the
+ * engine thread (E). See gw_engine_redis.c for the threads.
+ *
+ * Joining without a gap or a duplicate. A loop's first subscriber makes E subscribe to
+ * herald:C (SUBSCRIBING). Once Redis confirms the SUBSCRIBE, every later message reaches E;
+ * only then does E ask for C's latest offset R (FCALL herald_join: JOINING), since asked
+ * earlier a message could fall between the two. Messages that arrive meanwhile wait in the
+ * channel's pending list. With R, the channel is ACTIVE: the waiting loops are answered with
+ * R, then the pending messages go out, those at or below R dropped as already counted. A loop
+ * joining an ACTIVE channel is answered at once with the latest offset E handed out, after
+ * the batch E has for it. Without Redis the join fails after [engine] redis_timeout, and the
+ * client is told to retry.
+ *
+ * Messages. A sequenced message (gw_redis_schema.h) carries its offset and epoch: one at or
+ * below the last handed out is a duplicate and dropped; one past the next leaves a gap (lost
+ * while a connection was down, the at-most-once promise of pub/sub) that is counted; a new
+ * epoch means Redis lost the channel's state (a restart without persistence) and starts the
+ * channel's history over. A plain PUBLISH from a backend goes out as it is, with offset 0.
+ * After a reconnect the sub subscribes again and E asks herald_join again, which tells how
+ * many messages went by unseen.
+ *
+ * History. Channels that keep history keep their latest messages here too (gw_history, fed by
+ * what arrives), so a recovery on the node where the client was is answered from memory. A
+ * recovery the memory cannot answer (the client was on another node, or further back) reads
+ * the Redis stream between its offset and the latest offset E handed out when it asked, and
+ * adds what E handed out since from memory, so that the answer meets the live stream exactly.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gw_channel.h"
+#include "gw_engine_redis_int.h"
+#include "gw_redis_schema.h"
+#include "netlib/nl_common.h"
+#include "proto_frame.h"
+#include "netlib/nl_log.h"
+
+/* Messages a channel keeps while it is not ACTIVE; past it the oldest go (counted lost). */
+#define RE_PENDING_MAX 4096
+
+struct re_pending_s {
+    gw_msg_t **msgs;
+    uint32_t n_msgs;
+    uint32_t cap_msgs;
+    re_hist_req_t *hist_head; /* history requests waiting for ACTIVE */
+    re_hist_req_t *hist_tail;
+};
+
+static re_chan_t *chan_of(gw_chankey_t *k)
+{
+    return k ? (re_chan_t *)((char *)k - offsetof(re_chan_t, key)) : NULL;
+}
+
+static re_chan_t *chan_find(redis_engine_t *re, const char *name, size_t len, uint32_t hash)
+{
+    return chan_of(gw_chantab_find(&re->chans, name, len, hash));
+}
+
+static re_shard_t *chan_shard(redis_engine_t *re, const re_chan_t *c)
+{
+    return &re->shards[c->shard];
+}
+
+int re_chans_init(redis_engine_t *re)
+{
+    return gw_chantab_init(&re->chans);
+}
+
+/* --- the wait list: channels not ACTIVE ----------------------------------------------------- */
+
+static void wait_add(redis_engine_t *re, re_chan_t *c)
+{
+    if (c->is_waiting)
+        return;
+    c->is_waiting = true;
+    c->since_ms = nl_loop_now_ms(re->loop);
+    c->wait_prev = re->wait_tail;
+    c->wait_next = NULL;
+    if (re->wait_tail)
+        re->wait_tail->wait_next = c;
+    else
+        re->wait_head = c;
+    re->wait_tail = c;
+}
+
+static void wait_remove(redis_engine_t *re, re_chan_t *c)
+{
+    if (!c->is_waiting)
+        return;
+    c->is_waiting = false;
+    if (c->wait_prev)
+        c->wait_prev->wait_next = c->wait_next;
+    else
+        re->wait_head = c->wait_next;
+    if (c->wait_next)
+        c->wait_next->wait_prev = c->wait_prev;
+    else
+        re->wait_tail = c->wait_prev;
+    c->wait_prev = c->wait_next = NULL;
+}
+
+/* --- channels ------------------------------------------------------------------------------- */
+
+static int chan_pubsub_name(char *out, const re_chan_t *c)
+{
+    return gw_redis_key(out, RE_KEY_MAX, GW_REDIS_PREFIX, c->name, c->key.name_len);
+}
+
+static void pending_free(re_pending_t *p)
+{
+    if (!p)
+        return;
+    for (uint32_t i = 0; i < p->n_msgs; i++)
+        gw_msg_unref(p->msgs[i]);
+    free(p->msgs);
+    free(p);
+}
+
+static re_chan_t *chan_new(redis_engine_t *re, const char *name, size_t len, uint32_t hash)
+{
+    re_chan_t *c = calloc(1, sizeof(*c) + len + 1);
+    if (!c)
+        return NULL;
+    memcpy(c->name, name, len);
+    c->key.hash = hash;
+    c->key.name_len = (uint16_t)len;
+    c->shard = gw_hashring_lookup(&re->ring, name, len);
+    c->state = RE_SUBSCRIBING;
+    const gw_history_rule_t *r = gw_history_rules_match(&re->rules, name, len);
+    if (gw_history_rule_keeps(r) && gw_history_new(&re->store, &c->hist, r, c) < 0)
+        goto fail;
+    if (gw_chantab_insert(&re->chans, &c->key) < 0)
+        goto fail;
+    char pubsub[RE_KEY_MAX];
+    int plen = chan_pubsub_name(pubsub, c);
+    if (plen < 0 || gw_redis_sub_add(chan_shard(re, c)->sub, pubsub, (size_t)plen) < 0) {
+        gw_chantab_remove(&re->chans, &c->key);
+        goto fail;
+    }
+    wait_add(re, c);
+    re_count(&re->stats.channels, 1);
+    return c;
+fail:
+    gw_history_free(&re->store, c->hist);
+    free(c);
+    return NULL;
+}
+
+/* Fails the history requests waiting on c (the channel is going, or its join failed). */
+static void chan_fail_waiting(redis_engine_t *re, re_chan_t *c, int status)
+{
+    re_pending_t *p = c->pending;
+    while (p && p->hist_head) {
+        re_hist_req_t *req = p->hist_head;
+        p->hist_head = req->next;
+        req->status = status;
+        re_hist_answer(re, req);
+    }
+    if (p)
+        p->hist_tail = NULL;
+}
+
+static void chan_free(redis_engine_t *re, re_chan_t *c)
+{
+    char pubsub[RE_KEY_MAX];
+    int plen = chan_pubsub_name(pubsub, c);
+    if (plen > 0)
+        (void)gw_redis_sub_remove(chan_shard(re, c)->sub, pubsub, (size_t)plen);
+    wait_remove(re, c);
+    chan_fail_waiting(re, c, -ENOENT);
+    pending_free(c->pending);
+    gw_history_free(&re->store, c->hist);
+    gw_chantab_remove(&re->chans, &c->key);
+    atomic_fetch_sub_explicit(&re->stats.channels, 1, memory_order_relaxed);
+    free(c);
+}
+
+void re_chans_deinit(redis_engine_t *re)
+{
+    gw_chantab_t *t = &re->chans;
+    while (t->slots && t->count > 0) {
+        for (uint32_t i = 0; i <= t->mask; i++) {
+            re_chan_t *c = chan_of(gw_chantab_slot(t, i));
+            if (c) {
+                chan_free(re, c); /* the table may move entries: scan again */
+                break;
+            }
+        }
+    }
+    gw_chantab_deinit(t);
+}
+
+static re_pending_t *chan_pending(re_chan_t *c)
+{
+    if (!c->pending)
+        c->pending = calloc(1, sizeof(*c->pending));
+    return c->pending;
+}
+
+/* --- delivery ------------------------------------------------------------------------------- */
+
+/* Hands m to c's loops, after the checks in the header comment. Takes no reference from the
+ * caller's. */
+static void chan_deliver(redis_engine_t *re, re_chan_t *c, gw_msg_t *m)
+{
+    if (m->offset != 0) {
+        if (m->epoch == c->epoch) {
+            if (m->offset <= c->last_offset) {
+                re_count(&re->stats.duplicates, 1);
+                return;
+            }
+            if (m->offset > c->last_offset + 1)
+                re_count(&re->stats.lost, m->offset - c->last_offset - 1);
+        } else {
+            /* Redis lost the channel (restarted empty) or its state expired: the offsets
+             * started over. Kept messages belong to the old epoch. */
+            re_count(&re->stats.epoch_changes, 1);
+            NL_LOG(NL_INFO, "redis_epoch_changed", "chan=%s", c->name);
+            c->epoch = m->epoch;
+            if (c->hist) {
+                const gw_history_rule_t *r =
+                    gw_history_rules_match(&re->rules, c->name, c->key.name_len);
+                gw_history_free(&re->store, c->hist);
+                c->hist = NULL;
+                if (gw_history_rule_keeps(r))
+                    (void)gw_history_new(&re->store, &c->hist, r, c);
+            }
+        }
+        c->last_offset = m->offset;
+        if (c->hist)
+            gw_history_add(&re->store, c->hist, m, m->publish_ns);
+    } else {
+        re_count(&re->stats.unsequenced, 1);
+    }
+    re_count(&re->stats.delivered, 1);
+    re_send(re, m, c->loop_mask);
+}
+
+void re_chan_on_message(gw_redis_sub_t *s, const char *pubsub, size_t pubsub_len, const char *data,
+                        size_t len, void *arg)
+{
+    NL_UNUSED(s);
+    re_shard_t *sh = arg;
+    redis_engine_t *re = sh->re;
+    size_t name_len;
+    const char *name = gw_redis_channel_of(pubsub, pubsub_len, &name_len);
+    if (!name)
+        return;
+    uint32_t hash = gw_sub_hash(name, name_len);
+    re_chan_t *c = chan_find(re, name, name_len, hash);
+    if (!c)
+        return; /* nobody here subscribes any more (an UNSUBSCRIBE on its way) */
+    if (gw_presence_is_listener(name, name_len)) {
+        if (c->state == RE_ACTIVE)
+            (void)re_presence_on_event(re, c, data, len);
+        return;
+    }
+    gw_redis_msg_t msg;
+    gw_redis_msg_parse(data, len, &msg);
+    uint64_t time_ms = msg.is_sequenced ? msg.time_ms : nl_wall_ms();
+    gw_msg_t *m =
+        gw_msg_new(name, name_len, hash, msg.offset, msg.epoch, msg.payload, msg.len, time_ms);
+    if (!m) {
+        re_count(&re->stats.lost, 1);
+        return;
+    }
+    if (c->state == RE_ACTIVE) {
+        chan_deliver(re, c, m);
+        gw_msg_unref(m);
+        return;
+    }
+    re_pending_t *p = chan_pending(c);
+    if (p && p->n_msgs == p->cap_msgs && p->cap_msgs < RE_PENDING_MAX) {
+        uint32_t cap = p->cap_msgs ? p->cap_msgs * 2 : 16;
+        gw_msg_t **v = realloc(p->msgs, sizeof(*v) * cap);
+        if (v) {
+            p->msgs = v;
+            p->cap_msgs = cap;
+        }
+    }
+    if (!p || p->n_msgs == p->cap_msgs) {
+        re_count(&re->stats.lost, 1);
+        gw_msg_unref(m);
+        return;
+    }
+    p->msgs[p->n_msgs++] = m;
+}
+
+/* --- joining -------------------------------------------------------------------------------- */
+
+/* herald_join's answer travels with the channel's name: the channel may be gone by then. */
+typedef struct join_cmd_s {
+    redis_engine_t *re;
+    uint32_t len;
+    char name[];
+} join_cmd_t;
+
+static void chan_became_active(redis_engine_t *re, re_chan_t *c)
+{
+    c->state = RE_ACTIVE;
+    wait_remove(re, c);
+    for (uint64_t mask = c->joining_mask; mask; mask &= mask - 1)
+        re_answer_join(re, (uint32_t)__builtin_ctzll(mask), c->name, c->key.name_len, c->key.hash,
+                       0, c->last_offset, c->epoch);
+    c->joining_mask = 0;
+    re_pending_t *p = c->pending;
+    c->pending = NULL;
+    if (!p)
+        return;
+    for (uint32_t i = 0; i < p->n_msgs; i++) {
+        chan_deliver(re, c, p->msgs[i]);
+        gw_msg_unref(p->msgs[i]);
+    }
+    p->n_msgs = 0;
+    while (p->hist_head) {
+        re_hist_req_t *req = p->hist_head;
+        p->hist_head = req->next;
+        re_chan_history(re, req);
+    }
+    pending_free(p);
+}
+
+static void chan_on_joined(gw_redis_link_t *l, redisReply *reply, void *arg)
+{
+    NL_UNUSED(l);
+    join_cmd_t *cmd = arg;
+    redis_engine_t *re = cmd->re;
+    re_chan_t *c = chan_find(re, cmd->name, cmd->len, gw_sub_hash(cmd->name, cmd->len));
+    free(cmd);
+    if (!c)
+        return;
+    uint64_t epoch = 0;
+    bool is_ok = reply && reply->type == REDIS_REPLY_ARRAY && reply->elements == 2 &&
+                 reply->element[0]->type == REDIS_REPLY_INTEGER &&
+                 reply->element[1]->type == REDIS_REPLY_STRING &&
+                 proto_epoch_parse(reply->element[1]->str, &epoch) == 0;
+    if (!is_ok) {
+        /* Redis went away (or answered nonsense): a SUBSCRIBING channel waits for the next
+         * confirmation, after the reconnect; the join timeout bounds the wait. */
+        if (c->state == RE_JOINING)
+            c->state = RE_SUBSCRIBING;
+        c->is_resync = false;
+        return;
+    }
+    uint64_t latest = (uint64_t)reply->element[0]->integer;
+    if (c->state == RE_JOINING) {
+        c->epoch = epoch;
+        c->last_offset = latest;
+        chan_became_active(re, c);
+        return;
+    }
+    if (c->state == RE_ACTIVE && c->is_resync) {
+        /* Back after a reconnect: what went by unseen is lost for those loops (their clients
+         * see the gap in offsets and may recover). */
+        c->is_resync = false;
+        if (epoch == c->epoch && latest > c->last_offset) {
+            re_count(&re->stats.lost, latest - c->last_offset);
+            NL_LOG(NL_WARN, "redis_messages_lost", "chan=%s lost=%" PRIu64, c->name,
+                   latest - c->last_offset);
+            c->last_offset = latest;
+        }
+    }
+}
+
+/* Asks the channel's server for its latest offset (herald_join). */
+static void chan_ask_latest(redis_engine_t *re, re_chan_t *c)
+{
+    char meta[RE_KEY_MAX];
+    char candidate[17];
+    if (gw_redis_key(meta, sizeof(meta), GW_REDIS_META_PREFIX, c->name, c->key.name_len) < 0)
+        return;
+    proto_epoch_str(re_epoch_candidate(re, c->key.hash), candidate);
+    join_cmd_t *cmd = malloc(sizeof(*cmd) + c->key.name_len + 1);
+    if (!cmd)
+        return;
+    cmd->re = re;
+    cmd->len = c->key.name_len;
+    memcpy(cmd->name, c->name, c->key.name_len + 1);
+    const char *argv[] = {"FCALL", "herald_join", "1", meta, candidate};
+    if (gw_redis_link_command(chan_shard(re, c)->link, chan_on_joined, cmd, 5, argv, NULL) < 0) {
+        free(cmd);
+        return; /* the join timeout bounds the wait */
+    }
+    if (c->state == RE_SUBSCRIBING)
+        c->state = RE_JOINING;
+    else
+        c->is_resync = true;
+}
+
+void re_chan_on_subscribed(gw_redis_sub_t *s, const char *pubsub, size_t pubsub_len, void *arg)
+{
+    NL_UNUSED(s);
+    re_shard_t *sh = arg;
+    redis_engine_t *re = sh->re;
+    size_t len;
+    const char *name = gw_redis_channel_of(pubsub, pubsub_len, &len);
+    if (!name)
+        return;
+    re_chan_t *c = chan_find(re, name, len, gw_sub_hash(name, len));
+    if (!c)
+        return;
+    /* A listener channel carries events only: no offsets to ask for. */
+    if (gw_presence_is_listener(name, len)) {
+        if (c->state != RE_ACTIVE)
+            chan_became_active(re, c);
+        return;
+    }
+    if (c->state == RE_SUBSCRIBING || c->state == RE_ACTIVE)
+        chan_ask_latest(re, c);
+}
+
+void re_chan_join(redis_engine_t *re, uint32_t loop, const char *name, size_t len, uint32_t hash)
+{
+    re_chan_t *c = chan_find(re, name, len, hash);
+    if (!c)
+        c = chan_new(re, name, len, hash);
+    if (!c) {
+        NL_LOG(NL_ERROR, "redis_join_failed", "err=%s", nl_strerror(-ENOMEM));
+        re_answer_join(re, loop, name, len, hash, -ENOMEM, 0, 0);
+        return;
+    }
+    c->loop_mask |= UINT64_C(1) << loop;
+    if (c->state == RE_ACTIVE)
+        re_answer_join(re, loop, c->name, c->key.name_len, c->key.hash, 0, c->last_offset,
+                       c->epoch);
+    else
+        c->joining_mask |= UINT64_C(1) << loop;
+}
+
+void re_chan_leave(redis_engine_t *re, uint32_t loop, const char *name, size_t len, uint32_t hash)
+{
+    re_chan_t *c = chan_find(re, name, len, hash);
+    if (!c)
+        return;
+    c->loop_mask &= ~(UINT64_C(1) << loop);
+    c->joining_mask &= ~(UINT64_C(1) << loop);
+    if (c->loop_mask == 0)
+        chan_free(re, c);
+}
+
+/* --- publishing ----------------------------------------------------------------------------- */
+
+/* A publish on its way through Redis: its answer (a gw_engine_pub_t without channel or
+ * payload, which Redis has now); cmd->engine is the redis_engine_t. */
+typedef gw_engine_pub_t pub_cmd_t;
+
+/* Answers where the publisher asked: on its loop (posted), or here (the HTTP thread's answer
+ * is safe from any thread). */
+static void pub_answer(pub_cmd_t *cmd)
+{
+    if (!cmd->reply.loop) {
+        gw_engine_pub_reply_run(cmd);
+        return;
+    }
+    if (nl_loop_post(cmd->reply.loop, gw_engine_pub_reply_run, cmd) < 0) {
+        NL_LOG(NL_ERROR, "publish_reply_lost", "err=%s", nl_strerror(-ENOMEM));
+        free(cmd);
+    }
+}
+
+static void chan_on_published(gw_redis_link_t *l, redisReply *reply, void *arg)
+{
+    NL_UNUSED(l);
+    pub_cmd_t *cmd = arg;
+    redis_engine_t *re = cmd->engine;
+    uint64_t epoch = 0;
+    if (reply && reply->type == REDIS_REPLY_ARRAY && reply->elements == 3 &&
+        reply->element[0]->type == REDIS_REPLY_INTEGER &&
+        reply->element[1]->type == REDIS_REPLY_STRING &&
+        proto_epoch_parse(reply->element[1]->str, &epoch) == 0) {
+        cmd->result.offset = (uint64_t)reply->element[0]->integer;
+        cmd->result.epoch = epoch;
+        re_count(&re->stats.published, 1);
+    } else {
+        /* Dropped (Redis went away: the message may or may not be out) or refused. */
+        cmd->result.status = reply ? -EIO : -ECONNRESET;
+        if (reply && reply->type == REDIS_REPLY_ERROR)
+            NL_LOG(NL_WARN, "redis_publish_failed", "err=\"%.*s\"",
+                   (int)(reply->len < 200 ? reply->len : 200), reply->str);
+    }
+    pub_answer(cmd);
+}
+
+/* Redis is out of reach: this node's subscribers get it, outside the sequence. */
+static void chan_publish_local(redis_engine_t *re, const char *name, size_t len, uint32_t hash,
+                               const void *payload, size_t plen, pub_cmd_t *cmd)
+{
+    re_count(&re->stats.local_only, 1);
+    re_chan_t *c = chan_find(re, name, len, hash);
+    if (c && c->state == RE_ACTIVE) {
+        gw_msg_t *m = gw_msg_new(name, len, hash, 0, 0, payload, plen, nl_wall_ms());
+        if (m) {
+            chan_deliver(re, c, m);
+            gw_msg_unref(m);
+        }
+    }
+    pub_answer(cmd); /* offset 0: not sequenced */
+}
+
+void re_chan_publish(redis_engine_t *re, const char *name, size_t len, uint32_t hash,
+                     const void *payload, size_t plen, const gw_engine_reply_t *reply)
+{
+    pub_cmd_t *cmd = gw_engine_pub_new(re, "", 0, 0, NULL, 0, reply);
+    if (!cmd) {
+        gw_engine_result_t res = {.status = -ENOMEM};
+        if (!reply->loop)
+            reply->cb(reply, &res); /* else the publisher's loop never hears: logged */
+        NL_LOG(NL_ERROR, "publish_failed", "err=%s", nl_strerror(-ENOMEM));
+        return;
+    }
+    uint32_t shard = gw_hashring_lookup(&re->ring, name, len);
+    re_shard_t *sh = &re->shards[shard];
+    if (!sh->is_ready) {
+        chan_publish_local(re, name, len, hash, payload, plen, cmd);
+        return;
+    }
+    char meta[RE_KEY_MAX];
+    char hist[RE_KEY_MAX];
+    char keep[16] = "0";
+    char age[24] = "0";
+    char candidate[17];
+    (void)gw_redis_key(meta, sizeof(meta), GW_REDIS_META_PREFIX, name, len);
+    (void)gw_redis_key(hist, sizeof(hist), GW_REDIS_HIST_PREFIX, name, len);
+    const gw_history_rule_t *r = gw_history_rules_match(&re->rules, name, len);
+    if (gw_history_rule_keeps(r)) {
+        snprintf(keep, sizeof(keep), "%u", r->count);
+        snprintf(age, sizeof(age), "%" PRIu64, r->age_ms);
+    }
+    proto_epoch_str(re_epoch_candidate(re, hash), candidate);
+    const char *argv[] = {"FCALL", "herald_publish", "2",  meta, hist,
+                          name,    payload,          keep, age,  candidate};
+    size_t lens[] = {5,           14, 1, strlen(meta), strlen(hist), len, plen, strlen(keep),
+                     strlen(age), 16};
+    int err = gw_redis_link_command(sh->link, chan_on_published, cmd, 10, argv, lens);
+    if (err == -EBUSY) {
+        re_count(&re->stats.busy, 1);
+        cmd->result.status = -EBUSY;
+        pub_answer(cmd);
+    } else if (err < 0) {
+        chan_publish_local(re, name, len, hash, payload, plen, cmd);
+    }
+}
+
+/* --- recovery ------------------------------------------------------------------------------- */
+
+/* Appends a reference to m to req's answer. Returns false without memory. */
+static bool hist_push(re_hist_req_t *req, gw_msg_t *m)
+{
+    return gw_engine_hist_add(req, m) == 0;
+}
+
+static void hist_drop_msgs(re_hist_req_t *req)
+{
+    for (uint32_t i = 0; i < req->n_msgs; i++)
+        gw_msg_unref(req->msgs[i]);
+    req->n_msgs = 0;
+}
+
+/* Adds c's kept messages with offsets in (from, to] to the answer. Returns false when the
+ * memory does not hold them all (or without memory). */
+static bool hist_take_kept(re_hist_req_t *req, const re_chan_t *c, uint64_t from, uint64_t to)
+{
+    if (from == to)
+        return true;
+    if (!c->hist || !gw_history_covers(c->hist, from, c->last_offset))
+        return false;
+    gw_msg_t *const *a;
+    gw_msg_t *const *b;
+    uint32_t n0;
+    uint32_t n;
+    uint64_t bytes;
+    gw_history_since(c->hist, from, &a, &n0, &b, &n, &bytes);
+    for (uint32_t i = 0; i < n; i++) {
+        gw_msg_t *m = i < n0 ? a[i] : b[i - n0];
+        if (m->offset > to)
+            break;
+        if (!hist_push(req, m))
+            return false;
+    }
+    return true;
+}
+
+/* The answer's bytes against the client's output limit. */
+static bool hist_fits(const re_hist_req_t *req)
+{
+    uint64_t bytes = 0;
+    for (uint32_t i = 0; i < req->n_msgs; i++)
+        bytes += gw_history_msg_bytes(req->msgs[i]);
+    return bytes <= req->max_bytes;
+}
+
+static void hist_finish(redis_engine_t *re, re_hist_req_t *req, gw_recovery_t result)
+{
+    if (result == GW_RECOVERY_RECOVERED && !hist_fits(req))
+        result = GW_RECOVERY_TOO_LARGE;
+    if (result != GW_RECOVERY_RECOVERED)
+        hist_drop_msgs(req);
+    req->answer.result = result;
+    re_hist_answer(re, req);
+}
+
+/* A stream read on its way: the request, and the latest offset E had handed out. */
+typedef struct hist_cmd_s {
+    re_hist_req_t *req;
+    uint64_t upto;
+} hist_cmd_t;
+
+/* Decodes one XRANGE entry [id, [p, payload, t, ms]] into a message of c. */
+static gw_msg_t *hist_entry_msg(const re_chan_t *c, const redisReply *entry, uint64_t *offset,
+                                uint64_t *time_ms)
+{
+    if (entry->type != REDIS_REPLY_ARRAY || entry->elements != 2 ||
+        entry->element[0]->type != REDIS_REPLY_STRING ||
+        entry->element[1]->type != REDIS_REPLY_ARRAY)
+        return NULL;
+    *offset = strtoull(entry->element[0]->str, NULL, 10);
+    const redisReply *f = entry->element[1];
+    const redisReply *payload = NULL;
+    *time_ms = 0;
+    for (size_t i = 0; i + 1 < f->elements; i += 2) {
+        const redisReply *k = f->element[i];
+        const redisReply *v = f->element[i + 1];
+        if (k->type != REDIS_REPLY_STRING || v->type != REDIS_REPLY_STRING || k->len != 1)
+            continue;
+        if (k->str[0] == 'p')
+            payload = v;
+        else if (k->str[0] == 't')
+            *time_ms = strtoull(v->str, NULL, 10);
+    }
+    if (!payload || *offset == 0)
+        return NULL;
+    return gw_msg_new(c->name, c->key.name_len, c->key.hash, *offset, c->epoch, payload->str,
+                      payload->len, *time_ms);
+}
+
+static void chan_on_xrange(gw_redis_link_t *l, redisReply *reply, void *arg)
+{
+    NL_UNUSED(l);
+    hist_cmd_t *cmd = arg;
+    re_hist_req_t *req = cmd->req;
+    redis_engine_t *re = req->engine;
+    uint64_t upto = cmd->upto;
+    free(cmd);
+    uint64_t since = req->answer.since;
+    re_chan_t *c = chan_find(re, req->chan, req->answer.chan_len, req->hash);
+    if (!c || !reply || reply->type != REDIS_REPLY_ARRAY) {
+        req->status = c ? -EIO : -ENOENT;
+        re_hist_answer(re, req);
+        return;
+    }
+    /* The channel may have moved on meanwhile: the answer ends where E stands now. */
+    req->answer.latest = c->last_offset;
+    req->answer.epoch = c->epoch;
+    if (req->epoch != c->epoch) {
+        hist_finish(re, req, GW_RECOVERY_EPOCH_CHANGED);
+        return;
+    }
+    const gw_history_rule_t *r = gw_history_rules_match(&re->rules, c->name, c->key.name_len);
+    uint64_t oldest_ok_ms = r && r->age_ms ? nl_wall_ms() - r->age_ms : 0;
+    uint64_t want = since + 1;
+    for (size_t i = 0; i < reply->elements && want <= upto; i++) {
+        uint64_t offset;
+        uint64_t time_ms;
+        gw_msg_t *m = hist_entry_msg(c, reply->element[i], &offset, &time_ms);
+        bool is_ok = m && offset == want && time_ms >= oldest_ok_ms && hist_push(req, m);
+        if (m)
+            gw_msg_unref(m);
+        if (!is_ok)
+            break;
+        want++;
+    }
+    if (want <= upto || !hist_take_kept(req, c, upto, c->last_offset)) {
+        hist_finish(re, req, GW_RECOVERY_NOT_COVERED);
+        return;
+    }
+    hist_finish(re, req, GW_RECOVERY_RECOVERED);
+}
+
+/* Reads the stream from since + 1 up to what E handed out. */
+static void chan_read_stream(redis_engine_t *re, re_chan_t *c, re_hist_req_t *req)
+{
+    char key[RE_KEY_MAX];
+    char from[24];
+    char to[24];
+    hist_cmd_t *cmd = malloc(sizeof(*cmd));
+    int err = cmd ? 0 : -ENOMEM;
+    if (err == 0 &&
+        gw_redis_key(key, sizeof(key), GW_REDIS_HIST_PREFIX, c->name, c->key.name_len) < 0)
+        err = -EINVAL;
+    if (err == 0) {
+        cmd->req = req;
+        cmd->upto = c->last_offset;
+        snprintf(from, sizeof(from), "%" PRIu64, req->answer.since + 1);
+        snprintf(to, sizeof(to), "%" PRIu64, c->last_offset);
+        const char *argv[] = {"XRANGE", key, from, to};
+        err = gw_redis_link_command(chan_shard(re, c)->link, chan_on_xrange, cmd, 4, argv, NULL);
+    }
+    if (err < 0) {
+        free(cmd);
+        /* Redis unreachable: what memory holds is all there is. */
+        hist_finish(re, req, GW_RECOVERY_NOT_COVERED);
+        return;
+    }
+    re_count(&re->stats.history_fetches, 1);
+}
+
+void re_chan_history(redis_engine_t *re, re_hist_req_t *req)
+{
+    re_chan_t *c = chan_find(re, req->chan, req->answer.chan_len, req->hash);
+    if (!c || !(c->loop_mask & (UINT64_C(1) << req->loop_index))) {
+        req->status = -ENOENT; /* the join failed, and its subscriber is gone with it */
+        re_hist_answer(re, req);
+        return;
+    }
+    if (c->state != RE_ACTIVE) {
+        re_pending_t *p = chan_pending(c);
+        if (!p) {
+            req->status = -ENOMEM;
+            re_hist_answer(re, req);
+            return;
+        }
+        req->next = NULL;
+        if (p->hist_tail)
+            p->hist_tail->next = req;
+        else
+            p->hist_head = req;
+        p->hist_tail = req;
+        return;
+    }
+    gw_engine_history_t *a = &req->answer;
+    a->latest = c->last_offset;
+    a->epoch = c->epoch;
+    a->is_recoverable =
+        gw_history_rule_keeps(gw_history_rules_match(&re->rules, c->name, c->key.name_len));
+    if (req->epoch != c->epoch) {
+        hist_finish(re, req,
+                    a->is_recoverable ? GW_RECOVERY_EPOCH_CHANGED : GW_RECOVERY_NO_HISTORY);
+    } else if (a->since == a->latest) {
+        hist_finish(re, req, GW_RECOVERY_RECOVERED);
+    } else if (!a->is_recoverable) {
+        hist_finish(re, req, GW_RECOVERY_NO_HISTORY);
+    } else if (a->since > a->latest) {
+        hist_finish(re, req, GW_RECOVERY_NOT_COVERED);
+    } else if (c->hist && (gw_history_trim_age(&re->store, c->hist, nl_now_ns()), true) &&
+               hist_take_kept(req, c, a->since, a->latest)) {
+        hist_finish(re, req, GW_RECOVERY_RECOVERED);
+    } else {
+        hist_drop_msgs(req);
+        chan_read_stream(re, c, req);
+    }
+}
+
+/* --- housekeeping --------------------------------------------------------------------------- */
+
+/* Channels that waited past the timeout for Redis: their joins fail (the clients get BUSY and
+ * retry); one nobody else wanted goes. */
+static void chans_expire_joins(redis_engine_t *re)
+{
+    uint64_t now_ms = nl_loop_now_ms(re->loop);
+    while (re->wait_head && now_ms - re->wait_head->since_ms > re->timeout_ms) {
+        re_chan_t *c = re->wait_head;
+        wait_remove(re, c);
+        if (c->joining_mask == 0) {
+            /* Only loops already answered (a resubscribe): keep waiting at the next tick. */
+            wait_add(re, c);
+            break;
+        }
+        re_count(&re->stats.join_timeouts, 1);
+        NL_LOG(NL_WARN, "redis_join_timeout", "chan=%s server=%s", c->name,
+               chan_shard(re, c)->name);
+        for (uint64_t mask = c->joining_mask; mask; mask &= mask - 1)
+            re_answer_join(re, (uint32_t)__builtin_ctzll(mask), c->name, c->key.name_len,
+                           c->key.hash, -EAGAIN, 0, 0);
+        c->loop_mask &= ~c->joining_mask;
+        c->joining_mask = 0;
+        chan_fail_waiting(re, c, -EAGAIN);
+        if (c->loop_mask == 0)
+            chan_free(re, c);
+        else
+            wait_add(re, c);
+    }
+}
+
+static void chan_on_history_empty(gw_history_t *h, void *arg)
+{
+    NL_UNUSED(h);
+    NL_UNUSED(arg);
+    /* A channel here lives as long as its subscribers; an empty history waits for more. */
+}
+
+void re_chans_tick(redis_engine_t *re)
+{
+    chans_expire_joins(re);
+    gw_history_store_sweep(&re->store, nl_now_ns(), chan_on_history_empty, re);
+    atomic_store_explicit(&re->stats.history_channels, re->store.histories, memory_order_relaxed);
+    atomic_store_explicit(&re->stats.history_messages, re->store.messages, memory_order_relaxed);
+    atomic_store_explicit(&re->stats.history_bytes, re->store.bytes, memory_order_relaxed);
+    atomic_store_explicit(&re->stats.history_max_bytes, re->store.max_bytes, memory_order_relaxed);
+}
+
+void re_chans_reconfigure(redis_engine_t *re, const gw_config_t *cfg)
+{
+    (void)gw_history_rules_parse(cfg->history_rules, &re->rules, NULL, 0);
+    gw_history_store_set_max(&re->store, cfg->history_max_bytes);
+    gw_chantab_t *t = &re->chans;
+    for (uint32_t i = 0; t->slots && i <= t->mask; i++) {
+        re_chan_t *c = chan_of(gw_chantab_slot(t, i));
+        if (!c)
+            continue;
+        const gw_history_rule_t *r = gw_history_rules_match(&re->rules, c->name, c->key.name_len);
+        if (!gw_history_rule_keeps(r)) {
+            gw_history_free(&re->store, c->hist);
+            c->hist = NULL;
+        } else if (c->hist) {
+            gw_history_set_rule(&re->store, c->hist, r);
+        } else {
+            (void)gw_history_new(&re->store, &c->hist, r, c);
+        }
+    }
+}
