@@ -11,6 +11,18 @@ if(TARGET herald-loadgen AND EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_lg_wir
     endif()
 endif()
 
+# loadgen's own HS256 signer against herald's verifier (gw_token_verify): two independent
+# implementations of PROTOCOL.md section 8 that must agree. The gateway is linked only here;
+# herald-loadgen itself does not link it.
+if(TARGET herald-loadgen AND TARGET gw_auth
+   AND EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_lg_token.c)
+    find_package(OpenSSL REQUIRED COMPONENTS Crypto)
+    herald_test(test_lg_token SOURCES unit/test_lg_token.c
+                ${PROJECT_SOURCE_DIR}/loadgen/lg_token.c ${PROJECT_SOURCE_DIR}/loadgen/lg_config.c
+                LIBS gw_auth netlib proto OpenSSL::Crypto m LABELS unit)
+    target_include_directories(test_lg_token PRIVATE ${PROJECT_SOURCE_DIR}/loadgen)
+endif()
+
 # The integration test needs both programs; herald exists once gateway/main.c does.
 if(TARGET herald AND TARGET herald-loadgen
    AND EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/integration/test_loadgen.sh)

@@ -15,6 +15,8 @@
 #      wrong one every handshake is refused (UNAUTHORIZED) and the run fails with status 3.
 #   8. herald stopped in the middle of the measured phase: the run ends long before its
 #      --duration with status 3, failed in the JSON, every client's disconnect counted.
+#   9. loadgen speaks only the wire protocol: none of the gateway's libraries (hiredis,
+#      libmicrohttpd, jansson, inih) is among its shared-library dependencies.
 #
 # herald runs on free loopback ports (port 0; the ev=listening line names them)
 # and is stopped by PID. Usage: test_loadgen.sh HERALD LOADGEN
@@ -92,6 +94,14 @@ start_herald() {
     exec 3<&-
     [ -n "$port" ] || fail "herald did not print ev=listening port=N admin_port=M"
 }
+
+# 9 (first: it needs no herald). The tokens are loadgen's own (lg_token.c), not the gateway's.
+needed=$(readelf -d "$loadgen" | grep NEEDED) || fail "readelf found no NEEDED entries"
+grep -q 'libcrypto' <<<"$needed" || fail "herald-loadgen does not link libcrypto: $needed"
+if grep -E 'hiredis|microhttpd|jansson|inih' <<<"$needed" >&2; then
+    fail "herald-loadgen links a gateway library (above)"
+fi
+echo "ok 9 herald-loadgen links no gateway library"
 
 api_key="loadgen-test-api-key-0123456789"
 start_herald --insecure --api-key "$api_key"
