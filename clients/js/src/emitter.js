@@ -42,11 +42,16 @@ export class Emitter {
             try {
                 fn(...args);
             } catch (err) {
-                setTimeout(() => {
-                    throw err;
-                }, 0);
+                this.listenerError(err, event);
             }
         }
         return true;
+    }
+
+    /** Rethrows a listener's exception from a fresh task (see emit). */
+    listenerError(err) {
+        setTimeout(() => {
+            throw err;
+        }, 0);
     }
 }
