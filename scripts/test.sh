@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The whole test suite: installs what is missing, then builds and runs ctest three ways:
-#   1. Release (gcc),                       every test
+#   1. Release (gcc),                       every test, clients/js's node tests included
 #   2. AddressSanitizer + UBSan (clang),    every test, plus the libFuzzer targets
 #   3. ThreadSanitizer (clang),             the tests labelled "threaded"
 # Fails if any build or test fails. Usage: scripts/test.sh [extra ctest args]
