@@ -1,6 +1,6 @@
 // Integration: reconnects against real heralds over TCP. Recovery after the network cuts the
-// connection, resync when a restarted herald lost the channel's history (a new epoch), and a
-// drain: Disconnect{SHUTDOWN} with its reconnect advice, then recovery on a herald restarted
+// connection, resync when a restarted herald lost the channel's history (a new epoch), a token
+// that expires during the session, and a drain: Disconnect{SHUTDOWN} with its reconnect advice, then recovery on a herald restarted
 // on the same port (Redis engine, so the history outlives the node).
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -116,6 +116,32 @@ test('resync when herald restarts: the channel has a new epoch, the client is to
     assert.equal(got.pushes[2].offset, 1);
     assert.equal(got.pushes[2].epoch, r.to.epoch);
     assert.equal(resyncs.length, 1);
+});
+
+test('token expiry: Disconnect{TOKEN_EXPIRED}, a fresh token from the token function, recovery', async () => {
+    const h = await startHerald({ args: HISTORY });
+    cleanups.push(() => h.stop());
+    let minted = 0;
+    const c = new Client({
+        transport: new TcpTransport({ port: h.port }),
+        // The first token expires within two seconds; the ones after it last.
+        token: async () => token('tess', 'hist:*', ++minted === 1 ? '2s' : '1h'),
+        backoff: { minMs: 50, maxMs: 400 },
+    });
+    clients.push(c);
+    const { sub, got, resyncs } = await subscribed(c, 'hist:t');
+    await h.publish('hist:t', 'm1');
+    await got.waitFor(1);
+    const d = await nextEvent(c, 'disconnected');
+    assert.equal(d.disconnect.code, DisconnectCode.TOKEN_EXPIRED);
+    assert.equal(d.reconnect, true);
+    await h.publish('hist:t', 'm2'); // missed: the client waits out the advised delay
+    const ok = await nextEvent(sub, 'subscribed');
+    assert.equal(ok.recovered, true);
+    await got.waitFor(2);
+    assert.deepEqual(texts(got.pushes), ['m1', 'm2']);
+    assert.equal(minted, 2);
+    assert.deepEqual(resyncs, []);
 });
 
 test('drain: Disconnect{SHUTDOWN} with reconnect advice, then recovery on a restarted node', async () => {
