@@ -8,8 +8,15 @@
  * together spread out instead of returning in lockstep. reset() after a good connection.
  */
 export class Backoff {
-    constructor({ minMs = 500, maxMs = 20000, factor = 2, jitter = 0.5, random = Math.random } = {}) {
-        if (!(minMs > 0) || !(maxMs >= minMs)) throw new RangeError('backoff needs 0 < minMs <= maxMs');
+    constructor({
+        minMs = 500,
+        maxMs = 20000,
+        factor = 2,
+        jitter = 0.5,
+        random = Math.random,
+    } = {}) {
+        if (!(minMs > 0) || !(maxMs >= minMs))
+            throw new RangeError('backoff needs 0 < minMs <= maxMs');
         if (!(factor >= 1)) throw new RangeError('backoff factor must be >= 1');
         if (!(jitter >= 0 && jitter <= 1)) throw new RangeError('backoff jitter must be in [0, 1]');
         Object.assign(this, { minMs, maxMs, factor, jitter, random });

@@ -10,7 +10,12 @@
 import { Emitter } from './emitter.js';
 import { Backoff, adviceDelay } from './backoff.js';
 import { encodeFrame, decodeFrame, ErrorCode } from './codec.js';
-import { HeraldError, ConnectionLostError, RequestTimeoutError, describeDisconnect } from './errors.js';
+import {
+    HeraldError,
+    ConnectionLostError,
+    RequestTimeoutError,
+    describeDisconnect,
+} from './errors.js';
 import { Subscription, clientInfo } from './subscription.js';
 import { WebSocketTransport } from './websocket.js';
 
@@ -52,7 +57,8 @@ const now = () => performance.now();
 export class Client extends Emitter {
     constructor(opts = {}) {
         super();
-        this.transport = opts.transport ?? (opts.url ? new WebSocketTransport({ url: opts.url }) : null);
+        this.transport =
+            opts.transport ?? (opts.url ? new WebSocketTransport({ url: opts.url }) : null);
         if (!this.transport) throw new TypeError('Client needs a transport or a url');
         if (opts.token === undefined) throw new TypeError('Client needs a token');
         this.token = opts.token;
@@ -142,8 +148,12 @@ export class Client extends Emitter {
         let payload = data;
         if (typeof data === 'string') payload = textEncoder.encode(data);
         else if (data instanceof ArrayBuffer) payload = new Uint8Array(data);
-        if (!(payload instanceof Uint8Array)) throw new TypeError('publish data must be a string or bytes');
-        return this.request('publish', { channel, payload }, (ok) => ({ offset: ok.offset, epoch: ok.epoch }));
+        if (!(payload instanceof Uint8Array))
+            throw new TypeError('publish data must be a string or bytes');
+        return this.request('publish', { channel, payload }, (ok) => ({
+            offset: ok.offset,
+            epoch: ok.epoch,
+        }));
     }
 
     /**
@@ -187,7 +197,9 @@ export class Client extends Emitter {
         this.conn = conn;
         this.stats.attempts++;
         this.setState('connecting');
-        this.later(conn, this.connectTimeoutMs, () => this.lose(conn, { reason: 'no ConnectOk in time' }));
+        this.later(conn, this.connectTimeoutMs, () =>
+            this.lose(conn, { reason: 'no ConnectOk in time' }),
+        );
         let token;
         try {
             token = typeof this.token === 'function' ? await this.token() : this.token;
@@ -200,7 +212,8 @@ export class Client extends Emitter {
         conn.link = this.transport.open({
             onOpen: () => this.conn === conn && this.sendConnect(conn),
             onFrame: (bytes) => this.conn === conn && this.onFrame(conn, bytes),
-            onClose: (info = {}) => this.lose(conn, { reason: info.reason ?? 'connection closed', error: info.error }),
+            onClose: (info = {}) =>
+                this.lose(conn, { reason: info.reason ?? 'connection closed', error: info.error }),
         });
     }
 
@@ -244,7 +257,10 @@ export class Client extends Emitter {
         const wasConnected = conn.isConnected;
         this.info = null;
         const disconnect = conn.disconnect;
-        const lost = new ConnectionLostError(disconnect ? `${disconnect.codeName}: ${disconnect.reason}` : reason, disconnect);
+        const lost = new ConnectionLostError(
+            disconnect ? `${disconnect.codeName}: ${disconnect.reason}` : reason,
+            disconnect,
+        );
         for (const entry of conn.pending.values()) entry.onLost?.(lost);
         conn.pending.clear();
         for (const sub of this.subs.values()) sub.onConnectionLost();
@@ -384,7 +400,7 @@ export class Client extends Emitter {
                     code: ErrorCode.FRAME_TOO_LARGE,
                     text: `frame of ${bytes.length} bytes over max_frame_bytes ${this.info.maxFrameBytes}`,
                     isLocal: true,
-                })
+                }),
             );
             return;
         }
@@ -431,12 +447,14 @@ export class Client extends Emitter {
         const wasSent = this.conn?.isConnected && sub.sentOn === this.conn;
         sub.onUnsubscribed();
         if (!wasSent) return Promise.resolve(); // the server holds nothing for it
-        return this.request('unsubscribe', { channel: sub.channel }, () => undefined).catch((err) => {
-            // Gone either way: NOT_SUBSCRIBED, or the connection (and its subscriptions) ended.
-            if (err instanceof ConnectionLostError) return;
-            if (err instanceof HeraldError && err.code === ErrorCode.NOT_SUBSCRIBED) return;
-            throw err;
-        });
+        return this.request('unsubscribe', { channel: sub.channel }, () => undefined).catch(
+            (err) => {
+                // Gone either way: NOT_SUBSCRIBED, or the connection (and its subscriptions) ended.
+                if (err instanceof ConnectionLostError) return;
+                if (err instanceof HeraldError && err.code === ErrorCode.NOT_SUBSCRIBED) return;
+                throw err;
+            },
+        );
     }
 
     // ---- incoming frames --------------------------------------------------------------

@@ -102,13 +102,16 @@ export class FrameDecoder {
         let i = 0;
         for (const c of this.chunks) {
             for (let j = 0; j < c.length; j++, i++) {
-                if (i === MAX_PREFIX_BYTES) throw new FramingError('frame length prefix over 5 bytes');
+                if (i === MAX_PREFIX_BYTES)
+                    throw new FramingError('frame length prefix over 5 bytes');
                 const b = c[j];
                 value += (b & 0x7f) * 2 ** (7 * i);
                 if ((b & 0x80) === 0) {
                     if (value > 0xffffffff) throw new FramingError('frame length over 32 bits');
                     if (value > this.maxFrameBytes) {
-                        throw new FramingError(`frame of ${value} bytes over ${this.maxFrameBytes}`);
+                        throw new FramingError(
+                            `frame of ${value} bytes over ${this.maxFrameBytes}`,
+                        );
                     }
                     return { length: value, prefixBytes: i + 1 };
                 }

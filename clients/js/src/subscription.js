@@ -132,8 +132,10 @@ export class Subscription extends Emitter {
     }
 
     onPresenceEvent(ev) {
-        for (const c of ev.joined) this.emitBoth('join', { channel: this.channel, client: clientInfo(c) });
-        for (const c of ev.left) this.emitBoth('leave', { channel: this.channel, client: clientInfo(c) });
+        for (const c of ev.joined)
+            this.emitBoth('join', { channel: this.channel, client: clientInfo(c) });
+        for (const c of ev.left)
+            this.emitBoth('leave', { channel: this.channel, client: clientInfo(c) });
     }
 
     onConnectionLost() {

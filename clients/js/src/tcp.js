@@ -10,7 +10,11 @@ export class TcpTransport {
      * from the server (16 MiB by default, as PROTOCOL.md asks); a longer one closes the
      * connection as soon as its length prefix arrives.
      */
-    constructor({ host = '127.0.0.1', port, maxFrameBytes = DEFAULT_MAX_INCOMING_FRAME_BYTES } = {}) {
+    constructor({
+        host = '127.0.0.1',
+        port,
+        maxFrameBytes = DEFAULT_MAX_INCOMING_FRAME_BYTES,
+    } = {}) {
         if (!port) throw new TypeError('TcpTransport needs a port');
         this.host = host;
         this.port = port;

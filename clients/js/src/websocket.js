@@ -71,7 +71,7 @@ export class WebSocketTransport {
         } else {
             import('ws').then(
                 (m) => start(m.WebSocket ?? m.default),
-                (err) => finish('no WebSocket here: install the ws package', err)
+                (err) => finish('no WebSocket here: install the ws package', err),
             );
         }
         return {

@@ -5,12 +5,18 @@ import { Backoff, adviceDelay } from '../src/backoff.js';
 
 test('with no randomness drawn (random 0) each attempt waits the full exponential delay', () => {
     const b = new Backoff({ minMs: 100, maxMs: 5000, factor: 2, jitter: 0.5, random: () => 0 });
-    assert.deepEqual(Array.from({ length: 9 }, () => b.next()), [100, 200, 400, 800, 1600, 3200, 5000, 5000, 5000]);
+    assert.deepEqual(
+        Array.from({ length: 9 }, () => b.next()),
+        [100, 200, 400, 800, 1600, 3200, 5000, 5000, 5000],
+    );
 });
 
 test('at the top of the random range each attempt waits base * (1 - jitter)', () => {
     const b = new Backoff({ minMs: 100, maxMs: 5000, jitter: 0.5, random: () => 1 });
-    assert.deepEqual(Array.from({ length: 8 }, () => b.next()), [50, 100, 200, 400, 800, 1600, 2500, 2500]);
+    assert.deepEqual(
+        Array.from({ length: 8 }, () => b.next()),
+        [50, 100, 200, 400, 800, 1600, 2500, 2500],
+    );
 });
 
 test('every delay stays within [base * (1 - jitter), base], and the cap holds', () => {
@@ -19,7 +25,10 @@ test('every delay stays within [base * (1 - jitter), base], and the cap holds', 
         for (let n = 0; n < 40; n++) {
             const base = Math.min(20000, 250 * 2 ** n);
             const d = b.next();
-            assert.ok(d >= Math.floor(base * (1 - jitter)) && d <= base, `jitter ${jitter} attempt ${n}: ${d} vs ${base}`);
+            assert.ok(
+                d >= Math.floor(base * (1 - jitter)) && d <= base,
+                `jitter ${jitter} attempt ${n}: ${d} vs ${base}`,
+            );
         }
     }
 });
@@ -27,7 +36,9 @@ test('every delay stays within [base * (1 - jitter), base], and the cap holds', 
 test('jitter spreads clients that fail together', () => {
     const firsts = new Set(Array.from({ length: 200 }, () => new Backoff({ minMs: 1000 }).next()));
     assert.ok(firsts.size > 100, `only ${firsts.size} distinct first delays among 200 clients`);
-    const zero = new Set(Array.from({ length: 50 }, () => new Backoff({ minMs: 1000, jitter: 0 }).next()));
+    const zero = new Set(
+        Array.from({ length: 50 }, () => new Backoff({ minMs: 1000, jitter: 0 }).next()),
+    );
     assert.deepEqual([...zero], [1000]);
 });
 
@@ -49,9 +60,18 @@ test('options are checked', () => {
 });
 
 test("Disconnect's advice: reconnect_delay_ms plus up to as much jitter", () => {
-    assert.equal(adviceDelay(1000, () => 0), 1000);
-    assert.equal(adviceDelay(1000, () => 0.5), 1500);
-    assert.equal(adviceDelay(1000, () => 0.999999), 2000);
+    assert.equal(
+        adviceDelay(1000, () => 0),
+        1000,
+    );
+    assert.equal(
+        adviceDelay(1000, () => 0.5),
+        1500,
+    );
+    assert.equal(
+        adviceDelay(1000, () => 0.999999),
+        2000,
+    );
     for (let i = 0; i < 100; i++) {
         const d = adviceDelay(2000);
         assert.ok(d >= 2000 && d <= 4000);

@@ -13,7 +13,12 @@ import { encodeFrame, CLIENT_VERSION } from '../src/index.js';
 import { startWsPeer, PEER_EPOCH } from './helpers/ws-peer.js';
 
 const pkgDir = join(dirname(fileURLToPath(import.meta.url)), '..');
-const types = { '.html': 'text/html', '.js': 'text/javascript', '.json': 'application/json', '.map': 'application/json' };
+const types = {
+    '.html': 'text/html',
+    '.js': 'text/javascript',
+    '.json': 'application/json',
+    '.map': 'application/json',
+};
 
 // Serves pkgDir read-only; POST /result hands its body to onResult.
 function startStatic(onResult) {
@@ -38,7 +43,9 @@ function startStatic(onResult) {
                 res.writeHead(404).end();
                 return;
             }
-            res.writeHead(200, { 'Content-Type': types[extname(file)] ?? 'application/octet-stream' }).end(data);
+            res.writeHead(200, {
+                'Content-Type': types[extname(file)] ?? 'application/octet-stream',
+            }).end(data);
         });
     });
     return new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve(server)));
@@ -49,36 +56,74 @@ test('examples/browser.html imports the package through its import map and recei
         respond(conn, frame) {
             if (frame.body !== 'subscribe') return false;
             conn.send(frame.id, 'subscribeOk', { offset: 0, epoch: PEER_EPOCH, recoverable: true });
-            conn.send(0, 'push', { channel: 'news', offset: 1, epoch: PEER_EPOCH, payload: Buffer.from('hello from herald') });
+            conn.send(0, 'push', {
+                channel: 'news',
+                offset: 1,
+                epoch: PEER_EPOCH,
+                payload: Buffer.from('hello from herald'),
+            });
             return true;
         },
     });
     let onResult;
     const result = new Promise((resolve, reject) => {
         onResult = resolve;
-        setTimeout(() => reject(new Error('no result from the browser within 60 s')), 60000).unref();
+        setTimeout(
+            () => reject(new Error('no result from the browser within 60 s')),
+            60000,
+        ).unref();
     });
     const http = await startStatic(onResult);
     const profile = mkdtempSync(join(tmpdir(), 'herald-js-chromium-'));
-    const query = new URLSearchParams({ url: peer.url, token: 'browser-token', channel: 'news', expect: 'news #1: hello from herald' });
+    const query = new URLSearchParams({
+        url: peer.url,
+        token: 'browser-token',
+        channel: 'news',
+        expect: 'news #1: hello from herald',
+    });
     const page = `http://127.0.0.1:${http.address().port}/test/browser/harness.html?${query}`;
     const chromium = spawn(
         process.env.CHROMIUM || 'chromium',
-        ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update',
-            '--disable-sync', '--no-first-run', `--user-data-dir=${profile}`, page],
-        { stdio: 'ignore', detached: true }
+        [
+            '--headless',
+            '--no-sandbox',
+            '--disable-gpu',
+            '--disable-background-networking',
+            '--disable-component-update',
+            '--disable-sync',
+            '--no-first-run',
+            `--user-data-dir=${profile}`,
+            page,
+        ],
+        { stdio: 'ignore', detached: true },
     );
     const exited = new Promise((resolve) => chromium.on('exit', resolve));
-    const failed = new Promise((_, reject) => chromium.on('error', (err) => reject(new Error(`cannot run chromium (scripts/install-deps.sh installs it): ${err.message}`))));
+    const failed = new Promise((_, reject) =>
+        chromium.on('error', (err) =>
+            reject(
+                new Error(
+                    `cannot run chromium (scripts/install-deps.sh installs it): ${err.message}`,
+                ),
+            ),
+        ),
+    );
     try {
         const r = await Promise.race([result, failed]);
         assert.equal(r.error, undefined, r.error);
-        assert.deepEqual(r.log, ['state: connecting', 'state: connected', 'news #1: hello from herald']);
+        assert.deepEqual(r.log, [
+            'state: connecting',
+            'state: connected',
+            'news #1: hello from herald',
+        ]);
         const conn = peer.connections[0];
         assert.equal(conn.path, '/connection');
         assert.equal(conn.protocol, 'herald.v1');
         assert.ok(conn.messages.every((m) => m.isBinary));
-        const want = encodeFrame(1, 'connect', { token: 'browser-token', clientName: 'herald-js', clientVersion: CLIENT_VERSION });
+        const want = encodeFrame(1, 'connect', {
+            token: 'browser-token',
+            clientName: 'herald-js',
+            clientVersion: CLIENT_VERSION,
+        });
         assert.deepEqual([...conn.messages[0].bytes], [...want]);
         assert.deepEqual(conn.messages[1].frame.subscribe.channel, 'news');
     } finally {

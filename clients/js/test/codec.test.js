@@ -8,7 +8,15 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import protobuf from 'protobufjs';
-import { encodeFrame, decodeFrame, ErrorCode, DisconnectCode, errorCodeName, disconnectCodeName, Frame } from '../src/codec.js';
+import {
+    encodeFrame,
+    decodeFrame,
+    ErrorCode,
+    DisconnectCode,
+    errorCodeName,
+    disconnectCodeName,
+    Frame,
+} from '../src/codec.js';
 import { delimit } from '../src/framing.js';
 import { EPOCH, hex, clientFrames, serverFrames } from './helpers/vectors.js';
 import { generateSchema, schemaPath, defaultProtoPath } from '../scripts/gen-schema.js';
@@ -25,7 +33,8 @@ for (const [name, bytes, want] of serverFrames) {
         const b = hex(bytes);
         assert.equal(b[0], b.length - 1, 'one-byte prefix');
         const got = decodeFrame(b.subarray(1));
-        const norm = (f) => JSON.parse(JSON.stringify(f, (k, v) => (v && v.type === 'Buffer' ? toHex(v.data) : v)));
+        const norm = (f) =>
+            JSON.parse(JSON.stringify(f, (k, v) => (v && v.type === 'Buffer' ? toHex(v.data) : v)));
         assert.deepEqual(norm(got), norm(want));
         if (got.push) assert.ok(got.push.payload instanceof Uint8Array);
     });
@@ -35,20 +44,50 @@ for (const [name, bytes, want] of serverFrames) {
 const client = { userId: 'u1', clientId: 'n1-9', connectedAtMs: 1735700000123 };
 const everyBody = {
     connect: { token: 'x.y.z', clientName: 'herald-js', clientVersion: '0.1.0' },
-    connectOk: { clientId: 'c', nodeId: 'n', pingIntervalMs: 1, idleTimeoutMs: 2, userId: 'u', maxFrameBytes: 3 },
-    subscribe: { channel: 'a:b', recover: true, offset: 2 ** 40 + 3, epoch: EPOCH, joinLeave: true },
+    connectOk: {
+        clientId: 'c',
+        nodeId: 'n',
+        pingIntervalMs: 1,
+        idleTimeoutMs: 2,
+        userId: 'u',
+        maxFrameBytes: 3,
+    },
+    subscribe: {
+        channel: 'a:b',
+        recover: true,
+        offset: 2 ** 40 + 3,
+        epoch: EPOCH,
+        joinLeave: true,
+    },
     subscribeOk: { recovered: true, offset: 2 ** 53 - 1, epoch: EPOCH, recoverable: true },
     unsubscribe: { channel: 'a' },
     unsubscribeOk: {},
     publish: { channel: 'a', payload: new Uint8Array([0, 255, 1]) },
     publishOk: { offset: 7, epoch: EPOCH },
-    push: { channel: 'a', offset: 8, epoch: EPOCH, payload: new Uint8Array(300).fill(9), publishTimeMs: 1735700000000 },
+    push: {
+        channel: 'a',
+        offset: 8,
+        epoch: EPOCH,
+        payload: new Uint8Array(300).fill(9),
+        publishTimeMs: 1735700000000,
+    },
     ping: {},
     pong: {},
     presenceRequest: { channel: 'p' },
-    presenceResponse: { channel: 'p', clients: [client, { ...client, userId: 'u2' }], numClients: 2, numUsers: 2, truncated: true },
+    presenceResponse: {
+        channel: 'p',
+        clients: [client, { ...client, userId: 'u2' }],
+        numClients: 2,
+        numUsers: 2,
+        truncated: true,
+    },
     error: { code: ErrorCode.RATE_LIMITED, text: 'slow down', retryAfterMs: 250 },
-    disconnect: { code: DisconnectCode.TOKEN_EXPIRED, reason: 'exp', reconnect: true, reconnectDelayMs: 1000 },
+    disconnect: {
+        code: DisconnectCode.TOKEN_EXPIRED,
+        reason: 'exp',
+        reconnect: true,
+        reconnectDelayMs: 1000,
+    },
     presenceEvent: { channel: 'p', joined: [client], left: [{ ...client, clientId: 'n2-1' }] },
 };
 
@@ -70,7 +109,11 @@ for (const [body, fields] of Object.entries(everyBody)) {
 }
 
 test('src/schema.js is what scripts/gen-schema.js makes of proto/herald.proto', () => {
-    assert.equal(readFileSync(schemaPath, 'utf8'), generateSchema(defaultProtoPath), 'run npm run gen-schema');
+    assert.equal(
+        readFileSync(schemaPath, 'utf8'),
+        generateSchema(defaultProtoPath),
+        'run npm run gen-schema',
+    );
 });
 
 test('the generated schema encodes exactly as the .proto parsed directly does', () => {
@@ -102,7 +145,11 @@ test('code names, and names for codes from a newer server', () => {
 test('interop: Python protobuf reads every frame this client writes', () => {
     const dir = mkdtempSync(join(tmpdir(), 'herald-js-pb2-'));
     try {
-        execFileSync('protoc', [`--python_out=${dir}`, `--proto_path=${join(defaultProtoPath, '..')}`, defaultProtoPath]);
+        execFileSync('protoc', [
+            `--python_out=${dir}`,
+            `--proto_path=${join(defaultProtoPath, '..')}`,
+            defaultProtoPath,
+        ]);
         const script = [
             'import sys',
             `sys.path.insert(0, ${JSON.stringify(dir)})`,
@@ -113,7 +160,10 @@ test('interop: Python protobuf reads every frame this client writes', () => {
             '    print(f.SerializeToString().hex(), f.WhichOneof("body"),',
             '          json_format.MessageToJson(f, indent=None, preserving_proto_field_name=False))',
         ].join('\n');
-        const frames = Object.entries(everyBody).map(([body, fields]) => [body, encodeFrame(77, body, fields)]);
+        const frames = Object.entries(everyBody).map(([body, fields]) => [
+            body,
+            encodeFrame(77, body, fields),
+        ]);
         const r = spawnSync('/usr/bin/python3', ['-c', script], {
             input: frames.map(([, b]) => toHex(b)).join('\n') + '\n',
             encoding: 'utf8',
@@ -124,7 +174,10 @@ test('interop: Python protobuf reads every frame this client writes', () => {
         lines.forEach((line, i) => {
             const [bytes, body, ...json] = line.split(' ');
             const [name, ours] = frames[i];
-            assert.equal(body.replace(/_(.)/g, (_, c) => c.toUpperCase()), name);
+            assert.equal(
+                body.replace(/_(.)/g, (_, c) => c.toUpperCase()),
+                name,
+            );
             assert.equal(bytes, toHex(ours), `${name}: Python re-serializes the same bytes`);
             const parsed = JSON.parse(json.join(' '));
             assert.equal(Number(parsed.id), 77);
@@ -132,7 +185,8 @@ test('interop: Python protobuf reads every frame this client writes', () => {
             for (const [k, v] of Object.entries(fields)) {
                 const pv = parsed[name]?.[k];
                 if (typeof v === 'string') assert.equal(pv, v, `${name}.${k}`);
-                else if (typeof v === 'number' && !['code'].includes(k)) assert.equal(Number(pv), v, `${name}.${k}`);
+                else if (typeof v === 'number' && !['code'].includes(k))
+                    assert.equal(Number(pv), v, `${name}.${k}`);
                 else if (typeof v === 'boolean') assert.equal(pv, v, `${name}.${k}`);
             }
         });

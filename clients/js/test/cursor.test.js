@@ -27,7 +27,8 @@ test('since: the first Subscribe recovers from the given position', () => {
 test('pushes advance the cursor; offset 0 is delivered and moves nothing', () => {
     const c = new Cursor();
     c.onSubscribeOk(ok(0, E1), false);
-    for (const o of [1, 2, 3]) assert.deepEqual(c.onPush(push(o)), { deliver: true, gap: null, resync: null });
+    for (const o of [1, 2, 3])
+        assert.deepEqual(c.onPush(push(o)), { deliver: true, gap: null, resync: null });
     assert.deepEqual(c.onPush(push(0)), { deliver: true, gap: null, resync: null });
     assert.deepEqual(c.position, { offset: 3, epoch: E1 });
 });
@@ -59,14 +60,22 @@ test('recovered: true in the same epoch continues without a resync', () => {
 test('recovered: false with a new epoch: resync epoch_changed, cursor moves to the new epoch', () => {
     const c = new Cursor({ offset: 40, epoch: E1 });
     const r = c.onSubscribeOk(ok(0, E2), true);
-    assert.deepEqual(r, { reason: 'epoch_changed', from: { offset: 40, epoch: E1 }, to: { offset: 0, epoch: E2 } });
+    assert.deepEqual(r, {
+        reason: 'epoch_changed',
+        from: { offset: 40, epoch: E1 },
+        to: { offset: 0, epoch: E2 },
+    });
     assert.deepEqual(c.onPush(push(1, E2)), { deliver: true, gap: null, resync: null });
 });
 
 test('recovered: false in the same epoch (history too short): resync not_recovered', () => {
     const c = new Cursor({ offset: 40, epoch: E1 });
     const r = c.onSubscribeOk(ok(90, E1), true);
-    assert.deepEqual(r, { reason: 'not_recovered', from: { offset: 40, epoch: E1 }, to: { offset: 90, epoch: E1 } });
+    assert.deepEqual(r, {
+        reason: 'not_recovered',
+        from: { offset: 40, epoch: E1 },
+        to: { offset: 90, epoch: E1 },
+    });
     assert.equal(c.onPush(push(91)).deliver, true);
 });
 
@@ -87,6 +96,10 @@ test('an epoch change under a live subscription is a resync, and the push is del
     c.onSubscribeOk(ok(7, E1), false);
     const r = c.onPush(push(1, E2));
     assert.equal(r.deliver, true);
-    assert.deepEqual(r.resync, { reason: 'epoch_changed', from: { offset: 7, epoch: E1 }, to: { offset: 1, epoch: E2 } });
+    assert.deepEqual(r.resync, {
+        reason: 'epoch_changed',
+        from: { offset: 7, epoch: E1 },
+        to: { offset: 1, epoch: E2 },
+    });
     assert.deepEqual(c.position, { offset: 1, epoch: E2 });
 });

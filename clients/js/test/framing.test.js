@@ -40,8 +40,16 @@ test('varint encoding refuses what no length can be', () => {
 // PROTOCOL.md's server frames, prefix included, back to back, plus an empty frame and one
 // whose prefix takes two bytes.
 const big = delimit(new Uint8Array(200).fill(0x41));
-const stream = Buffer.concat([...serverFrames.map(([, bytes]) => hex(bytes)), Buffer.from([0]), big]);
-const expected = [...serverFrames.map(([, bytes]) => toHex(hex(bytes).subarray(1))), '', toHex(big.subarray(2))];
+const stream = Buffer.concat([
+    ...serverFrames.map(([, bytes]) => hex(bytes)),
+    Buffer.from([0]),
+    big,
+]);
+const expected = [
+    ...serverFrames.map(([, bytes]) => toHex(hex(bytes).subarray(1))),
+    '',
+    toHex(big.subarray(2)),
+];
 
 test('a stream split at every single byte gives the same frames', () => {
     const d = new FrameDecoder();
@@ -94,7 +102,10 @@ const badPrefixes = [
 for (const [name, bytes, re, max] of badPrefixes) {
     test(`a length prefix ${name} is refused`, () => {
         const d = new FrameDecoder(max ? { maxFrameBytes: max } : {});
-        assert.throws(() => d.push(Buffer.from(bytes.replace(/ /g, ''), 'hex')), (err) => err instanceof FramingError && re.test(err.message));
+        assert.throws(
+            () => d.push(Buffer.from(bytes.replace(/ /g, ''), 'hex')),
+            (err) => err instanceof FramingError && re.test(err.message),
+        );
     });
 }
 

@@ -4,7 +4,14 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { Client, HeraldError, ErrorCode, DisconnectCode } from '../src/index.js';
 import { TcpTransport } from '../src/tcp.js';
-import { startHerald, startProxy, token, nextEvent, collectPushes, until } from './helpers/herald.js';
+import {
+    startHerald,
+    startProxy,
+    token,
+    nextEvent,
+    collectPushes,
+    until,
+} from './helpers/herald.js';
 
 let herald;
 const clients = [];
@@ -65,7 +72,7 @@ test('subscribe, then pushes published through the admin API arrive in order', a
     await got.waitFor(5);
     assert.deepEqual(
         got.pushes.map((p) => [p.channel, p.offset, p.text]),
-        [1, 2, 3, 4, 5].map((i) => ['news:a', i, `m${i}`])
+        [1, 2, 3, 4, 5].map((i) => ['news:a', i, `m${i}`]),
     );
     assert.ok(got.pushes.every((p) => p.epoch === ok.epoch && p.payload instanceof Uint8Array));
     assert.ok(Math.abs(got.pushes[0].publishTimeMs - Date.now()) < 60000);
@@ -91,7 +98,10 @@ test('publish from the client: PublishOk offset, and subscribers (the publisher 
         await g.waitFor(2);
         assert.equal(g.pushes[0].text, 'hello');
         assert.deepEqual([...g.pushes[1].payload], [0, 1, 2, 255]);
-        assert.deepEqual(g.pushes.map((p) => p.offset), [1, 2]);
+        assert.deepEqual(
+            g.pushes.map((p) => p.offset),
+            [1, 2],
+        );
     }
     pub.close();
     other.close();
@@ -154,7 +164,10 @@ test('errors: a channel the token does not allow is refused, and the session goe
     assert.equal((await onError).code, ErrorCode.FORBIDDEN);
     assert.equal(sub.state, 'failed');
     assert.equal(c.getSubscription('secret'), undefined);
-    await assert.rejects(c.publish('secret', 'x'), { name: 'HeraldError', code: ErrorCode.FORBIDDEN });
+    await assert.rejects(c.publish('secret', 'x'), {
+        name: 'HeraldError',
+        code: ErrorCode.FORBIDDEN,
+    });
     await assert.rejects(c.presence('secret'), { code: ErrorCode.FORBIDDEN });
     await assert.rejects(c.publish('bad channel!', 'x'), { code: ErrorCode.BAD_CHANNEL });
     assert.equal(await c.unsubscribe('mine'), undefined); // never subscribed: nothing to do
@@ -179,7 +192,9 @@ test('publish over max_frame_bytes is refused locally, without losing the connec
 test('RATE_LIMITED rejects with retryAfterMs', async () => {
     const c = newClient('hank', 'rl');
     await connected(c);
-    const results = await Promise.allSettled(Array.from({ length: 12 }, (_, i) => c.publish('rl', `p${i}`)));
+    const results = await Promise.allSettled(
+        Array.from({ length: 12 }, (_, i) => c.publish('rl', `p${i}`)),
+    );
     const limited = results.filter((r) => r.status === 'rejected');
     assert.ok(limited.length > 0, 'a burst over publish_burst must be limited');
     for (const r of limited) {
@@ -193,7 +208,10 @@ test('RATE_LIMITED rejects with retryAfterMs', async () => {
 });
 
 test('a bad token: the Error, then Disconnect{AUTH_FAILED, reconnect false}: no retry', async () => {
-    const c = new Client({ transport: new TcpTransport({ port: herald.port }), token: 'not.a.token' });
+    const c = new Client({
+        transport: new TcpTransport({ port: herald.port }),
+        token: 'not.a.token',
+    });
     clients.push(c);
     const err = nextEvent(c, 'error');
     const disc = nextEvent(c, 'disconnected');

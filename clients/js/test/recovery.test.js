@@ -1,12 +1,20 @@
 // Integration: reconnects against real heralds over TCP. Recovery after the network cuts the
 // connection, resync when a restarted herald lost the channel's history (a new epoch), a token
-// that expires during the session, and a drain: Disconnect{SHUTDOWN} with its reconnect advice, then recovery on a herald restarted
-// on the same port (Redis engine, so the history outlives the node).
+// that expires during the session, and a drain: Disconnect{SHUTDOWN} with its reconnect
+// advice, then recovery on a herald restarted on the same port (Redis engine, so the history
+// outlives the node).
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { Client, DisconnectCode } from '../src/index.js';
 import { TcpTransport } from '../src/tcp.js';
-import { startHerald, startRedis, startProxy, token, nextEvent, collectPushes } from './helpers/herald.js';
+import {
+    startHerald,
+    startRedis,
+    startProxy,
+    token,
+    nextEvent,
+    collectPushes,
+} from './helpers/herald.js';
 
 const HISTORY = ['--history-rules', 'hist:*=1000/5m'];
 const clients = [];
@@ -80,7 +88,10 @@ test('recovery after the connection is cut: every missed message once, in order'
     await h.publish('hist:a', 'last');
     await got.waitFor(31);
     assert.deepEqual(texts(got.pushes), [...range(1, 30), 'last']);
-    assert.deepEqual(got.pushes.map((p) => p.offset), range(1, 31, '').map(Number));
+    assert.deepEqual(
+        got.pushes.map((p) => p.offset),
+        range(1, 31, '').map(Number),
+    );
     assert.deepEqual(resyncs, []);
     assert.equal(c.stats.connects, 2);
     assert.equal(sub.offset, 31);
@@ -147,7 +158,15 @@ test('token expiry: Disconnect{TOKEN_EXPIRED}, a fresh token from the token func
 test('drain: Disconnect{SHUTDOWN} with reconnect advice, then recovery on a restarted node', async () => {
     const redis = await startRedis();
     cleanups.push(() => redis.stop());
-    const args = ['--engine', 'redis', '--redis', `127.0.0.1:${redis.port}`, ...HISTORY, '--drain', '1s'];
+    const args = [
+        '--engine',
+        'redis',
+        '--redis',
+        `127.0.0.1:${redis.port}`,
+        ...HISTORY,
+        '--drain',
+        '1s',
+    ];
     const h1 = await startHerald({ args: [...args, '--node-id', 'n1'] });
     const c = newClient(h1.port);
     const { sub, got, resyncs } = await subscribed(c, 'hist:d');
@@ -165,14 +184,27 @@ test('drain: Disconnect{SHUTDOWN} with reconnect advice, then recovery on a rest
     assert.ok(d.disconnect.delayMs > 0);
     // The advice: reconnect_delay_ms plus a jitter of up to as much.
     assert.equal(d.reconnect, true);
-    assert.ok(d.delayMs >= d.disconnect.delayMs && d.delayMs <= 2 * d.disconnect.delayMs, `delay ${d.delayMs}`);
+    assert.ok(
+        d.delayMs >= d.disconnect.delayMs && d.delayMs <= 2 * d.disconnect.delayMs,
+        `delay ${d.delayMs}`,
+    );
     const nextTry = nextEvent(c, 'disconnected'); // the first attempt fails: no node yet
     assert.equal((await stopped).code, 0);
 
     // While no node runs, a backend publishes straight into Redis (README, "Publishing
     // through Redis"): the channel's next offsets, kept in its history.
     for (const m of range(4, 6)) {
-        redis.cli('FCALL', 'herald_publish', '2', 'herald:m:hist:d', 'herald:h:hist:d', 'hist:d', m, '1000', '300000');
+        redis.cli(
+            'FCALL',
+            'herald_publish',
+            '2',
+            'herald:m:hist:d',
+            'herald:h:hist:d',
+            'hist:d',
+            m,
+            '1000',
+            '300000',
+        );
     }
     const failed = await nextTry;
     assert.equal(failed.wasConnected, false);
@@ -187,6 +219,9 @@ test('drain: Disconnect{SHUTDOWN} with reconnect advice, then recovery on a rest
     await h2.publish('hist:d', 'm7');
     await got.waitFor(7);
     assert.deepEqual(texts(got.pushes), range(1, 7));
-    assert.deepEqual(got.pushes.map((p) => p.offset), [1, 2, 3, 4, 5, 6, 7]);
+    assert.deepEqual(
+        got.pushes.map((p) => p.offset),
+        [1, 2, 3, 4, 5, 6, 7],
+    );
     assert.deepEqual(resyncs, []);
 });

@@ -4,7 +4,14 @@
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { WebSocket as WsWebSocket } from 'ws';
-import { Client, WebSocketTransport, ErrorCode, DisconnectCode, encodeFrame, CLIENT_VERSION } from '../src/index.js';
+import {
+    Client,
+    WebSocketTransport,
+    ErrorCode,
+    DisconnectCode,
+    encodeFrame,
+    CLIENT_VERSION,
+} from '../src/index.js';
 import { startWsPeer, PEER_EPOCH } from './helpers/ws-peer.js';
 import { nextEvent, collectPushes } from './helpers/herald.js';
 
@@ -40,24 +47,46 @@ test('one binary message per Frame, no length prefix, on /connection with herald
     const first = conn.messages[0];
     assert.equal(first.isBinary, true);
     // Exactly the Frame: its first byte is Frame.id's key (08), not a varint length.
-    const want = encodeFrame(1, 'connect', { token: 'tok', clientName: 'herald-js', clientVersion: CLIENT_VERSION });
+    const want = encodeFrame(1, 'connect', {
+        token: 'tok',
+        clientName: 'herald-js',
+        clientVersion: CLIENT_VERSION,
+    });
     assert.deepEqual([...first.bytes], [...want]);
     assert.equal(first.bytes[0], 0x08);
 
     const sub = c.subscribe('news');
     const got = collectPushes(sub);
     await sub.ready;
-    conn.send(0, 'push', { channel: 'news', offset: 1, epoch: PEER_EPOCH, payload: Buffer.from('hello'), publishTimeMs: 1 });
-    conn.send(0, 'push', { channel: 'news', offset: 2, epoch: PEER_EPOCH, payload: Buffer.from('again'), publishTimeMs: 2 });
+    conn.send(0, 'push', {
+        channel: 'news',
+        offset: 1,
+        epoch: PEER_EPOCH,
+        payload: Buffer.from('hello'),
+        publishTimeMs: 1,
+    });
+    conn.send(0, 'push', {
+        channel: 'news',
+        offset: 2,
+        epoch: PEER_EPOCH,
+        payload: Buffer.from('again'),
+        publishTimeMs: 2,
+    });
     await got.waitFor(2);
-    assert.deepEqual(got.pushes.map((x) => x.text), ['hello', 'again']);
+    assert.deepEqual(
+        got.pushes.map((x) => x.text),
+        ['hello', 'again'],
+    );
     assert.deepEqual(await c.publish('news', 'hi'), { offset: 1, epoch: PEER_EPOCH });
 
     for (const m of conn.messages) {
         assert.equal(m.isBinary, true);
         assert.ok(m.frame, 'every message decodes as one Frame on its own');
     }
-    assert.deepEqual(conn.messages.map((m) => m.frame.body), ['connect', 'subscribe', 'publish']);
+    assert.deepEqual(
+        conn.messages.map((m) => m.frame.body),
+        ['connect', 'subscribe', 'publish'],
+    );
     assert.deepEqual([...conn.messages[2].frame.publish.payload], [...Buffer.from('hi')]);
     c.close();
 });
@@ -89,25 +118,58 @@ test('Disconnect advice over WebSocket, then a resubscribe that recovers from th
     c.connect();
     await sub.ready;
     const conn = p.connections[0];
-    for (let o = 1; o <= 3; o++) conn.send(0, 'push', { channel: 'feed', offset: o, epoch: PEER_EPOCH, payload: Buffer.from(`m${o}`) });
+    for (let o = 1; o <= 3; o++)
+        conn.send(0, 'push', {
+            channel: 'feed',
+            offset: o,
+            epoch: PEER_EPOCH,
+            payload: Buffer.from(`m${o}`),
+        });
     await got.waitFor(3);
 
     const lost = nextEvent(c, 'disconnected');
-    const second = nextEvent(p, 'message', { filter: (cn, f) => cn !== conn && f?.body === 'subscribe' });
-    conn.send(0, 'disconnect', { code: DisconnectCode.SHUTDOWN, reason: 'draining', reconnect: true, reconnectDelayMs: 100 });
+    const second = nextEvent(p, 'message', {
+        filter: (cn, f) => cn !== conn && f?.body === 'subscribe',
+    });
+    conn.send(0, 'disconnect', {
+        code: DisconnectCode.SHUTDOWN,
+        reason: 'draining',
+        reconnect: true,
+        reconnectDelayMs: 100,
+    });
     const d = await lost;
     const t0 = performance.now();
-    assert.deepEqual(d.disconnect, { code: 5, codeName: 'SHUTDOWN', reason: 'draining', reconnect: true, delayMs: 100 });
+    assert.deepEqual(d.disconnect, {
+        code: 5,
+        codeName: 'SHUTDOWN',
+        reason: 'draining',
+        reconnect: true,
+        delayMs: 100,
+    });
     assert.ok(d.delayMs >= 100 && d.delayMs <= 200);
     const [conn2, frame] = await second;
     assert.ok(performance.now() - t0 >= d.delayMs - 5, 'waited as advised');
     assert.equal(conn2.messages[0].frame.body, 'connect');
-    assert.deepEqual(frame.subscribe, { channel: 'feed', recover: true, offset: 3, epoch: PEER_EPOCH, joinLeave: false });
+    assert.deepEqual(frame.subscribe, {
+        channel: 'feed',
+        recover: true,
+        offset: 3,
+        epoch: PEER_EPOCH,
+        joinLeave: false,
+    });
     const ok = await nextEvent(sub, 'subscribed');
     assert.equal(ok.recovered, true);
-    conn2.send(0, 'push', { channel: 'feed', offset: 4, epoch: PEER_EPOCH, payload: Buffer.from('m4') });
+    conn2.send(0, 'push', {
+        channel: 'feed',
+        offset: 4,
+        epoch: PEER_EPOCH,
+        payload: Buffer.from('m4'),
+    });
     await got.waitFor(4);
-    assert.deepEqual(got.pushes.map((x) => x.offset), [1, 2, 3, 4]);
+    assert.deepEqual(
+        got.pushes.map((x) => x.offset),
+        [1, 2, 3, 4],
+    );
     assert.deepEqual(resyncs, []);
     c.close();
 });
@@ -118,7 +180,11 @@ test('Disconnect with reconnect false: the client stops, and requests fail', asy
     c.connect();
     await nextEvent(c, 'connected');
     const lost = nextEvent(c, 'disconnected');
-    p.connections[0].send(0, 'disconnect', { code: DisconnectCode.NORMAL, reason: 'kicked', reconnect: false });
+    p.connections[0].send(0, 'disconnect', {
+        code: DisconnectCode.NORMAL,
+        reason: 'kicked',
+        reconnect: false,
+    });
     const d = await lost;
     assert.equal(d.reconnect, false);
     assert.equal(c.state, 'disconnected');
@@ -145,7 +211,10 @@ test('Error BUSY on Connect: the same Connect again on the same connection after
     assert.equal(connects.length, 2);
     assert.deepEqual(connects[1].frame.connect, connects[0].frame.connect);
     assert.notEqual(connects[1].frame.id, connects[0].frame.id); // a new request, a new id
-    assert.ok(connects[1].at - connects[0].at >= 75, `resent after ${connects[1].at - connects[0].at} ms`);
+    assert.ok(
+        connects[1].at - connects[0].at >= 75,
+        `resent after ${connects[1].at - connects[0].at} ms`,
+    );
     c.close();
 });
 
@@ -169,7 +238,9 @@ test('a text message, or a frame that does not decode, ends the connection; the 
 
 test('no ConnectOk within connectTimeoutMs: the attempt is abandoned and retried', async () => {
     let answered = 0;
-    const p = await peer({ respond: (conn, frame) => frame.body === 'connect' && answered++ === 0 });
+    const p = await peer({
+        respond: (conn, frame) => frame.body === 'connect' && answered++ === 0,
+    });
     const c = newClient({ url: p.url, connectTimeoutMs: 150 });
     const lost = nextEvent(c, 'disconnected');
     c.connect();

@@ -18,24 +18,33 @@ export const API_KEY = 'js-client-test-admin-key';
 export function heraldBin() {
     const bin = process.env.HERALD_BIN || join(repoRoot, 'build', 'release', 'gateway', 'herald');
     if (!existsSync(bin)) {
-        throw new Error(`no herald at ${bin}: build it (cmake --build build/release) or set HERALD_BIN`);
+        throw new Error(
+            `no herald at ${bin}: build it (cmake --build build/release) or set HERALD_BIN`,
+        );
     }
     return bin;
 }
 
 /** Mints a client token with `herald token`. */
 export function token(user, channels, ttl = '1h') {
-    return execFileSync(heraldBin(), ['token', '--secret', SECRET, '--user', user, '--channels', channels, '--ttl', ttl], {
-        encoding: 'utf8',
-        stdio: ['ignore', 'pipe', 'ignore'],
-    }).trim();
+    return execFileSync(
+        heraldBin(),
+        ['token', '--secret', SECRET, '--user', user, '--channels', channels, '--ttl', ttl],
+        {
+            encoding: 'utf8',
+            stdio: ['ignore', 'pipe', 'ignore'],
+        },
+    ).trim();
 }
 
 /** Resolves with the first match of re in the process's stderr; rejects if it exits first. */
 function waitForLine(child, re, what, timeoutMs = 10000) {
     return new Promise((resolve, reject) => {
         let text = '';
-        const timer = setTimeout(() => done(new Error(`${what}: no ${re} within ${timeoutMs} ms:\n${text}`)), timeoutMs);
+        const timer = setTimeout(
+            () => done(new Error(`${what}: no ${re} within ${timeoutMs} ms:\n${text}`)),
+            timeoutMs,
+        );
         const onData = (chunk) => {
             text += chunk;
             const m = text.match(re);
@@ -63,18 +72,26 @@ export async function startHerald({ port = 0, args = [] } = {}) {
     const child = spawn(
         heraldBin(),
         [
-            '--listen', `127.0.0.1:${port}`,
-            '--admin', '127.0.0.1:0',
-            '--secret', SECRET,
-            '--api-key', API_KEY,
-            '--io-threads', '2',
-            '--worker-threads', '1',
+            '--listen',
+            `127.0.0.1:${port}`,
+            '--admin',
+            '127.0.0.1:0',
+            '--secret',
+            SECRET,
+            '--api-key',
+            API_KEY,
+            '--io-threads',
+            '2',
+            '--worker-threads',
+            '1',
             ...args,
         ],
-        { stdio: ['ignore', 'ignore', 'pipe'] }
+        { stdio: ['ignore', 'ignore', 'pipe'] },
     );
     let log = '';
-    const exited = new Promise((resolve) => child.on('exit', (code, signal) => resolve({ code, signal })));
+    const exited = new Promise((resolve) =>
+        child.on('exit', (code, signal) => resolve({ code, signal })),
+    );
     const m = await waitForLine(child, /ev=listening port=(\d+) admin_port=(\d+)/, 'herald');
     child.stderr.on('data', (c) => (log += c));
     const h = {
@@ -85,18 +102,23 @@ export async function startHerald({ port = 0, args = [] } = {}) {
         log: () => log,
         /** POST /api/publish?channel=C; resolves with {offset, epoch}. */
         async publish(channel, payload) {
-            const res = await fetch(`http://127.0.0.1:${h.adminPort}/api/publish?channel=${encodeURIComponent(channel)}`, {
-                method: 'POST',
-                headers: { 'X-Api-Key': API_KEY },
-                body: payload,
-            });
+            const res = await fetch(
+                `http://127.0.0.1:${h.adminPort}/api/publish?channel=${encodeURIComponent(channel)}`,
+                {
+                    method: 'POST',
+                    headers: { 'X-Api-Key': API_KEY },
+                    body: payload,
+                },
+            );
             const body = await res.json();
-            if (!res.ok) throw new Error(`publish ${channel}: ${res.status} ${JSON.stringify(body)}`);
+            if (!res.ok)
+                throw new Error(`publish ${channel}: ${res.status} ${JSON.stringify(body)}`);
             return body;
         },
         /** Sends signal (SIGTERM: drain) and resolves when herald has exited. */
         async stop(signal = 'SIGTERM') {
-            if (child.exitCode === null && child.signalCode === null) process.kill(child.pid, signal);
+            if (child.exitCode === null && child.signalCode === null)
+                process.kill(child.pid, signal);
             return exited;
         },
     };
@@ -107,9 +129,24 @@ export async function startHerald({ port = 0, args = [] } = {}) {
 export async function startRedis() {
     const port = await freePort();
     const dir = mkdtempSync(join(tmpdir(), 'herald-js-redis-'));
-    const child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir], {
-        stdio: ['ignore', 'pipe', 'pipe'],
-    });
+    const child = spawn(
+        'redis-server',
+        [
+            '--port',
+            String(port),
+            '--bind',
+            '127.0.0.1',
+            '--save',
+            '',
+            '--appendonly',
+            'no',
+            '--dir',
+            dir,
+        ],
+        {
+            stdio: ['ignore', 'pipe', 'pipe'],
+        },
+    );
     const exited = new Promise((resolve) => child.on('exit', resolve));
     await new Promise((resolve, reject) => {
         let text = '';
@@ -124,7 +161,9 @@ export async function startRedis() {
         port,
         /** Runs one command with redis-cli and returns its output. */
         cli(...args) {
-            return execFileSync('redis-cli', ['-p', String(port), ...args], { encoding: 'utf8' }).trim();
+            return execFileSync('redis-cli', ['-p', String(port), ...args], {
+                encoding: 'utf8',
+            }).trim();
         },
         async stop() {
             if (child.exitCode === null) process.kill(child.pid, 'SIGTERM');
@@ -249,7 +288,9 @@ export function collectPushes(emitter) {
                 const w = { n, resolve };
                 w.timer = setTimeout(() => {
                     waiters.splice(waiters.indexOf(w), 1);
-                    reject(new Error(`got ${pushes.length} pushes, not ${n}, within ${timeoutMs} ms`));
+                    reject(
+                        new Error(`got ${pushes.length} pushes, not ${n}, within ${timeoutMs} ms`),
+                    );
                 }, timeoutMs);
                 waiters.push(w);
             });
@@ -273,7 +314,7 @@ export function until(emitter, events, cond, timeoutMs = 10000) {
                     clearTimeout(timer);
                     offs.forEach((o) => o());
                     resolve();
-                })
+                }),
             );
         }
     });

@@ -40,9 +40,21 @@ export async function startWsPeer({ respond = () => false } = {}) {
             if (!frame || respond(conn, frame)) return;
             const m = frame[frame.body];
             if (frame.body === 'connect') {
-                conn.send(frame.id, 'connectOk', { clientId: `ws-${peer.connections.length}`, nodeId: 'peer', pingIntervalMs: 25000, idleTimeoutMs: 60000, userId: 'u', maxFrameBytes: 65536 });
+                conn.send(frame.id, 'connectOk', {
+                    clientId: `ws-${peer.connections.length}`,
+                    nodeId: 'peer',
+                    pingIntervalMs: 25000,
+                    idleTimeoutMs: 60000,
+                    userId: 'u',
+                    maxFrameBytes: 65536,
+                });
             } else if (frame.body === 'subscribe') {
-                conn.send(frame.id, 'subscribeOk', { recovered: m.recover, offset: m.recover ? m.offset : 0, epoch: PEER_EPOCH, recoverable: true });
+                conn.send(frame.id, 'subscribeOk', {
+                    recovered: m.recover,
+                    offset: m.recover ? m.offset : 0,
+                    epoch: PEER_EPOCH,
+                    recoverable: true,
+                });
             } else if (frame.body === 'publish') {
                 conn.send(frame.id, 'publishOk', { offset: 1, epoch: PEER_EPOCH });
             } else if (frame.body === 'ping') {
