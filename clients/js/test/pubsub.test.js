@@ -149,6 +149,28 @@ test('presence lists subscribers; join and leave events reach a join_leave subsc
     guest.close();
 });
 
+test('unsubscribe right after subscribe: nothing of the channel is delivered; resubscribe works', async () => {
+    const c = newClient('kim', 'u:*');
+    await connected(c);
+    const sub = c.subscribe('u:1');
+    const got = collectPushes(c);
+    await sub.unsubscribe(); // the server may answer the Subscribe with CANCELLED: both are fine
+    await assert.rejects(sub.ready, /unsubscribed/);
+    assert.equal(sub.state, 'unsubscribed');
+    await herald.publish('u:1', 'not for us');
+    const marker = c.subscribe('u:2');
+    await marker.ready;
+    await herald.publish('u:2', 'mark');
+    await got.waitFor(1);
+    assert.deepEqual(got.pushes.map((p) => p.channel), ['u:2']);
+    const again = c.subscribe('u:1');
+    await again.ready;
+    await herald.publish('u:1', 'for us');
+    await got.waitFor(2);
+    assert.equal(got.pushes[1].text, 'for us');
+    c.close();
+});
+
 test('errors: a channel the token does not allow is refused, and the session goes on', async () => {
     const c = newClient('frank', 'mine');
     await connected(c);

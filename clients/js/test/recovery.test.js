@@ -97,6 +97,28 @@ test('recovery after the connection is cut: every missed message once, in order'
     assert.equal(sub.offset, 31);
 });
 
+test('since: a new client recovers from a position an earlier one saved', async () => {
+    const h = await startHerald({ args: HISTORY });
+    cleanups.push(() => h.stop());
+    const first = newClient(h.port);
+    const a = await subscribed(first, 'hist:s');
+    for (const m of range(1, 2)) await h.publish('hist:s', m);
+    await a.got.waitFor(2);
+    const saved = a.sub.position; // e.g. kept in localStorage across a page reload
+    first.close();
+    for (const m of range(3, 5)) await h.publish('hist:s', m);
+
+    const second = newClient(h.port);
+    second.connect();
+    const sub = second.subscribe('hist:s', { since: saved });
+    const got = collectPushes(sub);
+    const ok = await sub.ready;
+    assert.equal(ok.recovered, true);
+    assert.equal(ok.offset, 2);
+    await got.waitFor(3);
+    assert.deepEqual(texts(got.pushes), range(3, 5));
+});
+
 test('resync when herald restarts: the channel has a new epoch, the client is told', async () => {
     const h1 = await startHerald({ args: [...HISTORY, '--drain', '0'] });
     const c = newClient(h1.port);
