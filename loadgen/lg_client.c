@@ -393,6 +393,8 @@ static void handle_push(lg_client_t *c, const lg_push_t *p, uint64_t rx_ns)
         return;
     }
     nl_hist_record_local(&w->stats.latency_ns, now - sent_ns);
+    if (w->slices)
+        nl_hist_record_local(&w->slices[w->slice_cur], now - sent_ns);
     /* The stamp is the last segment's of the read, so for a Push that arrived earlier in the
      * same read it is late by the gap: an upper bound, never an underestimate. A stamp outside
      * [sent, now] means the wall clock stepped meanwhile: the sample is left out. */

@@ -127,6 +127,12 @@ typedef struct lg_worker_s {
     uint64_t rng;     /* xorshift64 for per-user targets */
     char shared_name[LG_PREFIX_MAX + 8];
     lg_stats_t stats;
+
+    /* --report: per-interval latency histograms, a ring this thread records into at slice_cur;
+     * the control loop reads the finished ones (lg_timeline.h). NULL without --report. */
+    nl_hist_t *slices;
+    uint32_t slice_cur;
+    _Atomic uint64_t slice_cuts; /* cuts made; written here, read by the control loop */
 } lg_worker_t;
 
 /* Fills the nl_client options every client of cfg shares: target, timeouts, back-off,

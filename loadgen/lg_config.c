@@ -41,6 +41,7 @@ enum {
     OPT_SECRET,
     OPT_TOKEN_TTL,
     OPT_JSON,
+    OPT_REPORT,
     OPT_MAX_P99,
     OPT_MAX_ARRIVAL_P99,
     OPT_MAX_LOSS,
@@ -78,6 +79,7 @@ static const struct option lg_options[] = {
     {"secret", required_argument, NULL, OPT_SECRET},
     {"token-ttl", required_argument, NULL, OPT_TOKEN_TTL},
     {"json", required_argument, NULL, OPT_JSON},
+    {"report", required_argument, NULL, OPT_REPORT},
     {"max-p99", required_argument, NULL, OPT_MAX_P99},
     {"max-arrival-p99", required_argument, NULL, OPT_MAX_ARRIVAL_P99},
     {"max-loss", required_argument, NULL, OPT_MAX_LOSS},
@@ -388,6 +390,8 @@ static int apply_run_option(lg_config_t *cfg, int opt, const char *arg, lg_confi
         return cfg->token_ttl_s > 0 ? 0 : -EINVAL;
     case OPT_JSON:
         return copy_str(cfg->json_path, sizeof(cfg->json_path), arg);
+    case OPT_REPORT:
+        return arg[0] ? copy_str(cfg->report_path, sizeof(cfg->report_path), arg) : -EINVAL;
     case OPT_MAX_P99:
         cfg->has_max_p99 = true;
         return parse_u64_scaled(arg, latency_units, 1e6, 3600e9, &cfg->max_p99_ns);
@@ -573,13 +577,17 @@ void lg_config_usage(FILE *out)
           "\n"
           "Output and thresholds:\n"
           "  --json FILE            write the results as JSON (- for stdout)\n"
+          "  --report FILE          write a self-contained HTML report: settings, results,\n"
+          "                         latency over time, latency histogram, throughput,\n"
+          "                         connections and errors (SVG charts, opens offline)\n"
           "  --max-p99 L            exit 1 when p99 latency exceeds L (e.g. 5ms, 250us):\n"
           "                         publish to the Push processed by loadgen\n"
           "  --max-arrival-p99 L    the same for p99 latency to the Push's arrival in\n"
           "                         loadgen's socket (kernel receive timestamp)\n"
           "  --max-loss P           exit 1 when lost deliveries exceed P percent (e.g. 0)\n"
           "  --progress MODE        auto | tty | plain | none (default auto: a live line on a\n"
-          "                         terminal, one plain line per second otherwise)\n"
+          "                         terminal, redrawn 4 times a second with the time left;\n"
+          "                         one plain line per second otherwise)\n"
           "  --quiet                no summary table\n"
           "  -h, --help             this text\n",
           out);

@@ -27,7 +27,7 @@
 #define LG_SOURCES_MAX 256         /* --sources addresses */
 #define LG_SECRET_MAX 512          /* --secret bytes, NUL included */
 #define LG_PREFIX_MAX 32           /* --channel-prefix bytes, NUL included */
-#define LG_PATH_MAX 4096           /* --json path */
+#define LG_PATH_MAX 4096           /* --json and --report paths */
 #define LG_THREADS_MAX 64          /* --threads */
 #define LG_GROUPS_MAX 100000       /* groups:K */
 #define LG_PAYLOAD_MIN 8           /* the send timestamp */
@@ -89,7 +89,8 @@ typedef struct lg_config_s {
     uint64_t token_ttl_s;       /* --token-ttl; default 1 h */
 
     /* Output and thresholds. */
-    char json_path[LG_PATH_MAX]; /* --json FILE; "" for none, "-" for stdout */
+    char json_path[LG_PATH_MAX];   /* --json FILE; "" for none, "-" for stdout */
+    char report_path[LG_PATH_MAX]; /* --report FILE.html; "" for none */
     bool has_max_p99;
     uint64_t max_p99_ns; /* --max-p99: publish to processed */
     bool has_max_arrival_p99;

@@ -25,7 +25,8 @@
 
 #include "lg_client.h"
 #include "lg_http.h"
-#include "lg_report.h"
+#include "lg_progress.h"
+#include "lg_timeline.h"
 #include "netlib/nl_common.h"
 #include "netlib/nl_loop_thread.h"
 #include "netlib/nl_signal.h"
@@ -40,8 +41,11 @@
 #define DRAIN_QUIET_MS 200    /* no delivery for this long ends a drain with no exact count */
 #define BACKLOG_MAX_S 1.0     /* a publish schedule further behind than this skips ahead */
 
-enum { PHASE_RAMP = 0, PHASE_MEASURE, PHASE_DRAIN, PHASE_DONE };
-static const char *const phase_names[] = {"ramp", "measure", "drain", "done"};
+const char *lg_phase_name(int phase)
+{
+    static const char *const names[] = {"ramp", "measure", "drain", "done"};
+    return phase >= 0 && phase <= LG_PHASE_DONE ? names[phase] : "?";
+}
 
 typedef struct lg_fleet_s {
     const lg_config_t *cfg;
@@ -55,10 +59,13 @@ typedef struct lg_fleet_s {
     lg_stats_t *stats[LG_THREADS_MAX];
     lg_totals_t *snap; /* scratch snapshot, reused every control tick */
     lg_progress_t progress;
+    lg_timeline_t *timeline; /* --report only; owned by the result */
 
     int phase;
     int signals;
     uint64_t start_ns;
+    uint64_t phase_start_ns;
+    uint64_t phase_deadline_ns; /* the current phase ends by then (ramp timeout, duration, drain) */
     uint64_t measure_start_ns;
     uint64_t publish_end_ns;
     uint64_t drain_deadline_ns;
@@ -301,9 +308,21 @@ static void fleet_post_all(lg_fleet_t *f, nl_loop_post_cb fn)
     }
 }
 
+/* Starts phase `phase`, which lasts at most max_len_ns, for the progress line and the
+ * timeline; the timeline closes its interval there and may ask every worker to cut its latency
+ * slice. */
+static void fleet_enter_phase(lg_fleet_t *f, int phase, uint64_t now, uint64_t max_len_ns)
+{
+    f->phase = phase;
+    f->phase_start_ns = now;
+    f->phase_deadline_ns = now + max_len_ns;
+    if (f->timeline && lg_timeline_phase(f->timeline, phase, now, max_len_ns, f->snap))
+        fleet_post_all(f, lg_timeline_worker_cut);
+}
+
 static void fleet_finish(lg_fleet_t *f)
 {
-    f->phase = PHASE_DONE;
+    f->phase = LG_PHASE_DONE;
     nl_loop_stop(f->loop);
 }
 
@@ -311,7 +330,7 @@ static void fleet_begin_measure(lg_fleet_t *f, uint64_t now)
 {
     lg_result_t *r = f->result;
     const lg_totals_t *s = f->snap;
-    f->phase = PHASE_MEASURE;
+    fleet_enter_phase(f, LG_PHASE_MEASURE, now, f->cfg->duration_ms * 1000000ull);
     f->measure_start_ns = now;
     r->ready_at_start = s->ready;
     r->ramp_ns = now - f->start_ns;
@@ -345,7 +364,7 @@ static void fleet_end_measure(lg_fleet_t *f, uint64_t now)
             r->cpu_thread_max_pct = r->cpu_thread_pct[i];
     }
     r->is_generator_bound = r->cpu_thread_max_pct > LG_CPU_BOUND_PCT;
-    f->phase = PHASE_DRAIN;
+    fleet_enter_phase(f, LG_PHASE_DRAIN, now, f->cfg->drain_ms * 1000000ull);
     f->drain_deadline_ns = now + f->cfg->drain_ms * 1000000u;
     f->drain_quiet_since_ns = now;
     f->drain_last_deliveries = s->deliveries;
@@ -477,7 +496,7 @@ static double fleet_cpu_sample(lg_fleet_t *f, uint64_t now)
         f->last_cpu_ns[i] = cpu;
         if (pct > max)
             max = pct;
-        if (pct > LG_CPU_BOUND_PCT && f->phase == PHASE_MEASURE && !f->is_cpu_warned[i]) {
+        if (pct > LG_CPU_BOUND_PCT && f->phase == LG_PHASE_MEASURE && !f->is_cpu_warned[i]) {
             f->is_cpu_warned[i] = true;
             lg_progress_note(&f->progress,
                              "warning: loadgen thread %u used %.0f%% of a core: the generator "
@@ -496,27 +515,42 @@ static void fleet_on_tick(nl_timer_t *t, void *arg)
     uint64_t now = nl_now_ns();
     lg_stats_sum(f->snap, f->stats, f->worker_count);
     switch (f->phase) {
-    case PHASE_RAMP:
+    case LG_PHASE_RAMP:
         fleet_check_ramp(f, now);
         break;
-    case PHASE_MEASURE:
+    case LG_PHASE_MEASURE:
         if (f->cfg->drop_at_ms > 0)
             fleet_check_storm(f, now);
         bool is_over = fleet_is_measure_over(f, now);
         if (!fleet_check_lost(f, now, is_over) && is_over)
             fleet_end_measure(f, now);
         break;
-    case PHASE_DRAIN:
+    case LG_PHASE_DRAIN:
         fleet_check_drain(f, now);
         break;
     default:
         break;
     }
+    if (f->timeline) {
+        if (f->phase != LG_PHASE_DONE && lg_timeline_is_due(f->timeline, now) &&
+            lg_timeline_cut(f->timeline, now, f->snap))
+            fleet_post_all(f, lg_timeline_worker_cut);
+        lg_timeline_collect(f->timeline);
+    }
     if (now >= f->next_progress_ns) {
         f->next_progress_ns += 1000000000u;
         double cpu = fleet_cpu_sample(f, now);
-        lg_progress_line(&f->progress, phase_names[f->phase], now, f->start_ns, f->snap, cpu);
+        lg_progress_line(&f->progress, lg_phase_name(f->phase), now, f->start_ns, f->snap, cpu);
     }
+    lg_progress_view_t view = {
+        .phase = f->phase,
+        .now_ns = now,
+        .start_ns = f->start_ns,
+        .phase_start_ns = f->phase_start_ns,
+        .deadline_ns = f->phase_deadline_ns,
+        .t = f->snap,
+    };
+    lg_progress_live(&f->progress, &view);
 }
 
 static void fleet_on_signal(nl_signal_t *s, int signum, void *arg)
@@ -527,14 +561,14 @@ static void fleet_on_signal(nl_signal_t *s, int signum, void *arg)
     f->result->is_interrupted = true;
     lg_progress_note(&f->progress, "herald-loadgen: %s: ending the run",
                      signum == SIGINT ? "SIGINT" : "SIGTERM");
-    if (++f->signals >= 2 || f->phase == PHASE_DRAIN) {
+    if (++f->signals >= 2 || f->phase == LG_PHASE_DRAIN) {
         fleet_finish(f);
         return;
     }
     lg_stats_sum(f->snap, f->stats, f->worker_count);
-    if (f->phase == PHASE_RAMP)
+    if (f->phase == LG_PHASE_RAMP)
         fleet_begin_measure(f, now);
-    if (f->phase == PHASE_MEASURE)
+    if (f->phase == LG_PHASE_MEASURE)
         fleet_end_measure(f, now);
 }
 
@@ -608,6 +642,8 @@ static void fleet_fill_result(lg_fleet_t *f)
     uint64_t now = nl_now_ns();
     lg_stats_sum(&r->totals, f->stats, f->worker_count);
     r->total_ns = now - f->start_ns;
+    if (f->timeline)
+        lg_timeline_finish(f->timeline, now, &r->totals, f->snap->ready);
     if (f->publish_end_ns)
         r->drain_ns = now - f->publish_end_ns;
     if (r->has_storm) {
@@ -638,6 +674,9 @@ static void fleet_teardown(lg_fleet_t *f)
         if (rc < 0)
             fprintf(stderr, "herald-loadgen: control loop: %s\n", nl_strerror(rc));
     }
+    /* The timeline outlives the run (it is the result's); the workers' slices do not. */
+    if (f->timeline)
+        lg_timeline_detach(f->timeline);
     if (f->workers) {
         for (uint32_t i = 0; i < f->worker_count; i++)
             worker_deinit(&f->workers[i]);
@@ -660,8 +699,14 @@ int lg_fleet_run(const lg_config_t *cfg, lg_result_t *out)
     f->start_ns = nl_now_ns();
     f->last_cpu_wall_ns = f->start_ns;
     f->next_progress_ns = f->start_ns + 1000000000u;
+    f->phase_start_ns = f->start_ns;
+    f->phase_deadline_ns = f->start_ns + cfg->ramp_timeout_ms * 1000000ull;
     lg_progress_init(&f->progress, cfg, f->start_ns);
     int rc = fleet_setup(f);
+    if (rc == 0 && cfg->report_path[0]) {
+        rc = lg_timeline_new(&out->timeline, cfg, f->workers, f->worker_count, f->start_ns);
+        f->timeline = out->timeline;
+    }
     if (rc == 0)
         rc = fleet_start_threads(f);
     if (rc == 0)

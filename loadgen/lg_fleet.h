@@ -23,6 +23,19 @@
 #include "lg_config.h"
 #include "lg_stats.h"
 
+struct lg_timeline_s;
+
+/* The run's phases, in order (see the header comment). */
+typedef enum lg_phase_e {
+    LG_PHASE_RAMP = 0,
+    LG_PHASE_MEASURE = 1,
+    LG_PHASE_DRAIN = 2,
+    LG_PHASE_DONE = 3,
+} lg_phase_t;
+
+/* The phase's name: "ramp", "measure", "drain", "done". Thread: any. */
+const char *lg_phase_name(int phase);
+
 /* What a run measured, for lg_report. */
 typedef struct lg_result_s {
     lg_totals_t totals;            /* final counters and histograms */
@@ -50,6 +63,10 @@ typedef struct lg_result_s {
 
     bool is_interrupted; /* SIGINT/SIGTERM ended it early */
     bool is_failed;      /* no client ever ready, all lost while measuring, or no thread */
+
+    /* The run interval by interval, with --report only (else NULL); freed with
+     * lg_timeline_free by whoever frees the result. */
+    struct lg_timeline_s *timeline;
 } lg_result_t;
 
 /* Above this share of one core a loop thread is the bottleneck, not herald. */

@@ -16,7 +16,9 @@
 
 #include "lg_config.h"
 #include "lg_fleet.h"
+#include "lg_html.h"
 #include "lg_report.h"
+#include "lg_timeline.h"
 #include "netlib/nl_common.h"
 #include "netlib/nl_log.h"
 
@@ -97,6 +99,7 @@ static int run(const lg_config_t *cfg)
     int rc = lg_fleet_run(cfg, r);
     if (rc < 0) {
         fprintf(stderr, "herald-loadgen: run failed: %s\n", nl_strerror(rc));
+        lg_timeline_free(r->timeline);
         free(r);
         return EXIT_RUN_FAILED;
     }
@@ -111,10 +114,21 @@ static int run(const lg_config_t *cfg)
             status = EXIT_RUN_FAILED;
         }
     }
+    if (cfg->report_path[0]) {
+        rc = lg_html_write(cfg, r);
+        if (rc < 0) {
+            fprintf(stderr, "herald-loadgen: cannot write %s: %s\n", cfg->report_path,
+                    nl_strerror(rc));
+            status = EXIT_RUN_FAILED;
+        } else {
+            fprintf(stderr, "herald-loadgen: report written to %s\n", cfg->report_path);
+        }
+    }
     if (!lg_report_slo_ok(stderr, cfg, r) && status == 0)
         status = EXIT_SLO;
     if (r->is_failed)
         status = EXIT_RUN_FAILED;
+    lg_timeline_free(r->timeline);
     free(r);
     return status;
 }

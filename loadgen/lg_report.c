@@ -1,5 +1,5 @@
 /*
- * lg_report: progress line, summary table, JSON and SLO verdict (see lg_report.h).
+ * lg_report: summary table, JSON and SLO verdict (see lg_report.h).
  *
  * Latencies are kept in ns and printed in ms with enough decimals for loopback figures (tens
  * of microseconds). Publish-to-deliver comes twice: to arrival in loadgen's socket (the
@@ -11,9 +11,7 @@
 #include "lg_report.h"
 
 #include <errno.h>
-#include <stdarg.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "lg_client.h"
 
@@ -25,95 +23,6 @@ static double ns_to_ms(uint64_t ns)
 static double per_s(uint64_t count, uint64_t ns)
 {
     return ns > 0 ? (double)count * 1e9 / (double)ns : 0.0;
-}
-
-void lg_progress_init(lg_progress_t *p, const lg_config_t *cfg, uint64_t now_ns)
-{
-    memset(p, 0, sizeof(*p));
-    p->cfg = cfg;
-    p->last_ns = now_ns;
-    switch (cfg->progress) {
-    case LG_PROGRESS_TTY:
-        p->is_enabled = p->is_tty = true;
-        break;
-    case LG_PROGRESS_PLAIN:
-        p->is_enabled = true;
-        break;
-    case LG_PROGRESS_NONE:
-        break;
-    default:
-        p->is_enabled = true;
-        p->is_tty = isatty(STDERR_FILENO) == 1;
-        break;
-    }
-}
-
-static void progress_clear(lg_progress_t *p)
-{
-    if (p->is_line_open) {
-        fputs("\r\033[K", stderr);
-        p->is_line_open = false;
-    }
-}
-
-void lg_progress_line(lg_progress_t *p, const char *phase, uint64_t now_ns, uint64_t start_ns,
-                      const lg_totals_t *t, double max_thread_cpu_pct)
-{
-    uint64_t dt = now_ns - p->last_ns;
-    double conn_s = per_s(t->handshakes - p->last_handshakes, dt);
-    double pub_s = per_s(t->publishes - p->last_publishes, dt);
-    double dlv_s = per_s(t->deliveries - p->last_deliveries, dt);
-    uint64_t fails = t->connect_failures - p->last_connect_failures;
-    p->last_ns = now_ns;
-    p->last_handshakes = t->handshakes;
-    p->last_publishes = t->publishes;
-    p->last_deliveries = t->deliveries;
-    p->last_connect_failures = t->connect_failures;
-    if (!p->is_enabled)
-        return;
-    nl_hist_summary_t lat;
-    nl_hist_summarize(&t->latency_ns, &lat);
-    nl_hist_summary_t arr;
-    nl_hist_summarize(&t->latency_arrival_ns, &arr);
-    char line[512];
-    snprintf(line, sizeof(line),
-             "[%6.1fs] %-7s ready %llu/%u conn/s %.0f fail %llu | pub/s %.0f dlv/s %.0f | "
-             "p50 %.3f p99 %.3f max %.3f ms (arrival p99 %.3f) | miss %llu dup %llu | cpu %.0f%%",
-             (double)(now_ns - start_ns) / 1e9, phase, (unsigned long long)t->ready,
-             lg_config_clients(p->cfg), conn_s, (unsigned long long)fails, pub_s, dlv_s,
-             ns_to_ms(lat.p50), ns_to_ms(lat.p99), ns_to_ms(lat.max), ns_to_ms(arr.p99),
-             (unsigned long long)t->missing, (unsigned long long)t->duplicates, max_thread_cpu_pct);
-    if (p->is_tty) {
-        progress_clear(p);
-        fputs(line, stderr);
-        p->is_line_open = true;
-    } else {
-        fprintf(stderr, "%s\n", line);
-    }
-    fflush(stderr);
-}
-
-void lg_progress_note(lg_progress_t *p, const char *fmt, ...)
-{
-    if (!p->is_enabled && strncmp(fmt, "herald-loadgen:", 15) != 0 &&
-        strncmp(fmt, "warning:", 8) != 0)
-        return;
-    /* A note interrupts a live line; the next progress tick redraws it. */
-    progress_clear(p);
-    va_list ap;
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fputc('\n', stderr);
-    fflush(stderr);
-}
-
-void lg_progress_end(lg_progress_t *p)
-{
-    if (p->is_line_open) {
-        fputc('\n', stderr);
-        p->is_line_open = false;
-    }
 }
 
 uint64_t lg_report_lost(const lg_result_t *r)

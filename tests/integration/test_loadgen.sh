@@ -4,7 +4,8 @@
 #   1. 50 idle + 10 active clients, all on one broadcast channel, 100 publishes/s in total for
 #      3 s: exactly 300 publishes, each delivered to all 60 subscribers (18,000 deliveries), no
 #      loss, no duplicate, ordered and plausible percentiles, JSON that parses, exit status 0;
-#      every delivery has a kernel arrival stamp, and arrival comes no later than processing.
+#      every delivery has a kernel arrival stamp, and arrival comes no later than processing;
+#      the --report page's intervals add up to the same totals and latency samples.
 #   2. per-user pattern for 1 s: every publish reaches exactly one client.
 #   3. --max-p99 0.001ms, --max-arrival-p99 0.001ms and --max-loss 0: the SLO checks trip,
 #      exit status 1.
@@ -17,6 +18,10 @@
 #      --duration with status 3, failed in the JSON, every client's disconnect counted.
 #   9. loadgen speaks only the wire protocol: none of the gateway's libraries (hiredis,
 #      libmicrohttpd, jansson, inih) is among its shared-library dependencies.
+#  10. progress: on a terminal (a pty from script(1)) one live line, redrawn in place with a
+#      carriage return at most 4 times a second, with the time left, never wider than the
+#      terminal; with stderr a file the default (auto) keeps the plain per-second lines and
+#      writes no carriage return.
 #
 # herald runs on free loopback ports (port 0; the ev=listening line names them)
 # and is stopped by PID. Usage: test_loadgen.sh HERALD LOADGEN
@@ -25,22 +30,8 @@ herald=$1
 loadgen=$2
 py=/usr/bin/python3
 work=$(mktemp -d "${TMPDIR:-/tmp}/test_loadgen.XXXXXX")
-pid=""
-log_pid=""
+source "$(dirname "$0")/lg_herald.sh"
 
-# Sends SIGTERM and reaps herald, then the copier of its log. Leaves the exit status in st.
-reap_herald() {
-    st=0
-    if [ -n "$pid" ]; then
-        kill -TERM "$pid" 2>/dev/null || true
-        wait "$pid" 2>/dev/null || st=$?
-        pid=""
-    fi
-    if [ -n "$log_pid" ]; then
-        wait "$log_pid" 2>/dev/null || true
-        log_pid=""
-    fi
-}
 cleanup() {
     reap_herald
     rm -rf "$work"
@@ -61,38 +52,6 @@ fail() {
     fi
     [ -f "$work/run.err" ] && { echo "--- run.err" >&2; head -300 "$work/run.err" >&2; }
     exit 1
-}
-
-# Stops herald and fails unless it exits 0 after SIGTERM: a crash or a sanitizer report
-# (ThreadSanitizer exits 66, at the report or at exit) in herald fails the test, not only one
-# in loadgen.
-stop_herald() {
-    reap_herald
-    [ "$st" -eq 0 ] || fail "herald exited $st after SIGTERM"
-}
-
-# Starts herald with the given flags and reads its listening line through a FIFO: no
-# sleeping, and a 20 s bound. Sets pid and port.
-start_herald() {
-    rm -f "$work/herald.fifo"
-    mkfifo "$work/herald.fifo"
-    "$herald" --listen 127.0.0.1:0 --admin 127.0.0.1:0 --io-threads 2 "$@" \
-        2>"$work/herald.fifo" &
-    pid=$!
-    exec 3<"$work/herald.fifo"
-    port=""
-    while IFS= read -r -t 20 line <&3; do
-        echo "$line" >>"$work/herald.log"
-        if [[ $line =~ ev=listening.*[[:space:]]port=([0-9]+)[[:space:]]admin_port=([0-9]+) ]]; then
-            port=${BASH_REMATCH[1]}
-            admin_port=${BASH_REMATCH[2]}
-            break
-        fi
-    done
-    cat <&3 >>"$work/herald.log" &
-    log_pid=$!
-    exec 3<&-
-    [ -n "$port" ] || fail "herald did not print ev=listening port=N admin_port=M"
 }
 
 # 9 (first: it needs no herald). The tokens are loadgen's own (lg_token.c), not the gateway's.
@@ -125,7 +84,7 @@ EOF
 rc=0
 "$loadgen" --port "$port" --insecure --idle 50 --active 10 --idle-shared --pattern broadcast \
     --total-rate 100 --duration 3 --threads 2 --progress plain --json "$work/run.json" \
-    >"$work/run.txt" 2>"$work/run.err" || rc=$?
+    --report "$work/run.html" >"$work/run.txt" 2>"$work/run.err" || rc=$?
 [ "$rc" -eq 0 ] || fail "broadcast run exited $rc"
 grep -q '^herald-loadgen summary' "$work/run.txt" || fail "no summary table on stdout"
 [ "$(grep -c '^\[' "$work/run.err")" -ge 2 ] || fail "fewer than 2 progress lines"
@@ -153,6 +112,24 @@ for q in ("min", "p50", "p90", "p99", "p999", "max"):
 assert d["slo"]["max_arrival_p99_ms"] is None, d["slo"]
 assert d["slo"]["ok"] and not d["failed"] and not d["interrupted"], d["slo"]
 '
+# The --report page (its rendering is test_loadgen_report's): its intervals add up to the
+# totals, and the latency slices that two loop threads hand over hold every sample.
+"$py" - "$work/run.html" "$work/run.json" <<'EOF' || fail "the --report page does not match the run"
+import json, re, sys
+page, d = open(sys.argv[1]).read(), json.load(open(sys.argv[2]))
+def series(name):
+    return [(m.group(1), float(m.group(2))) for m in re.finditer(
+        r'data-series="%s" data-phase="(\w+)"[^>]* data-value="([0-9.]+)"' % name, page)]
+dl = series("deliveries")
+assert sum(v for _, v in dl) == d["delivery"]["deliveries"], dl
+assert sum(v for _, v in series("publishes")) == d["publish"]["sent"], series("publishes")
+assert [p for p, _ in dl].count("measure") == 3, dl
+counts = [int(c) for c in re.findall(r'data-series="p99"[^>]* data-count="(\d+)"', page)]
+assert sum(counts) == d["latency_ms"]["count"], (counts, d["latency_ms"])
+m = re.search(r'data-chart="latency-histogram"[^>]* data-count="(\d+)"[^>]* data-p99-ms="([0-9.]+)"', page)
+assert m and int(m.group(1)) == d["latency_ms"]["count"], m
+assert abs(float(m.group(2)) - d["latency_ms"]["p99"]) < 1e-6, (m.group(2), d["latency_ms"])
+EOF
 echo "ok 1 broadcast: 300 publishes x 60 subscribers, every delivery made, no loss"
 
 # 2. per-user: one recipient per publish.
@@ -281,3 +258,34 @@ assert d["failed"] is True and d["clients"]["ready_at_start"] == 6, d["clients"]
 assert d["disconnects"]["total"] >= 6, d["disconnects"]
 '
 echo "ok 8 herald gone mid-run: loadgen fails (status 3) without waiting out --duration"
+
+# 10. The live progress line on a terminal, and the plain lines when stderr is a file.
+start_herald --insecure
+rc=0
+# An 80-column terminal: the live line must be cut to 79 columns so that it never wraps.
+# A connect rate that makes the ramp last about a second, so that it is drawn too.
+script -qefc "stty cols 80 && $(printf '%q ' "$loadgen" --port "$port" --insecure --idle 20 \
+    --active 4 --connect-rate 20 --total-rate 40 --duration 2 --quiet)" "$work/tty.out" \
+    >/dev/null 2>&1 || rc=$?
+[ "$rc" -eq 0 ] || { cat "$work/tty.out" >&2; fail "run on a pty exited $rc"; }
+tr '\r' '\n' <"$work/tty.out" >"$work/tty.lines"
+measure_draws=$(grep -c '^measure .* left |' "$work/tty.lines" || true)
+# 2 s at most every 250 ms: at most 9 draws, plus one after a note; a stalled machine may skip
+# some, never most.
+[ "$measure_draws" -ge 4 ] && [ "$measure_draws" -le 10 ] ||
+    { cat -A "$work/tty.out" >&2; fail "$measure_draws live measure lines for 2 s, want 4..10"; }
+grep -q '^ramp .*timeout in' "$work/tty.lines" || fail "no live ramp line with the time left"
+grep -q '^\[' "$work/tty.lines" && fail "plain progress lines on a terminal"
+longest=$(grep -E '^(ramp|measure|drain) ' "$work/tty.lines" | sed 's/\x1b\[K//g' |
+    awk '{ if (length($0) > n) n = length($0) } END { print n + 0 }')
+[ "$longest" -ge 60 ] && [ "$longest" -le 79 ] ||
+    fail "the longest live line has $longest columns: it must fill but fit 80"
+
+rc=0
+"$loadgen" --port "$port" --insecure --idle 20 --active 4 --total-rate 40 --duration 2 --quiet \
+    2>"$work/run.err" || rc=$?
+[ "$rc" -eq 0 ] || fail "run with stderr to a file exited $rc"
+grep -q $'\r' "$work/run.err" && fail "carriage returns in progress written to a file"
+[ "$(grep -c '^\[' "$work/run.err")" -ge 2 ] || fail "fewer than 2 plain progress lines in a file"
+stop_herald
+echo "ok 10 progress: a live line on a terminal ($measure_draws redraws in 2 s), plain lines in a file"
