@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs whatever herald needs from Debian's packages and is not yet installed, then the
-# JavaScript client's npm packages (clients/js, pinned by its package-lock.json).
+# npm packages of the JavaScript client (clients/js) and the browser tests (tests/browser), each
+# pinned by its package-lock.json and installed with npm ci.
 # Idempotent and silent when everything is present. Usage: scripts/install-deps.sh
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -17,10 +18,11 @@ packages=(
     systemd                                                   # systemd-analyze, -sysusers (deploy tests)
     prometheus python3-yaml                                   # promtool; rules and compose files (deploy tests)
     haproxy                                                   # deploy/local-cluster.sh's load balancer
-    chromium                                                  # clients/js's browser test (headless)
+    chromium                                                  # browser tests, headless (clients/js, tests/browser)
 )
-# clients/js: node (18 or later) and npm. Debian's nodejs and npm, unless a node with its npm
-# is installed already (e.g. a newer one from another source, which Debian's npm would clash with).
+# Node.js and npm: the JavaScript client and the browser tests (puppeteer-core). Debian 12's
+# nodejs (18) and npm (9) do; a node that already brings its own npm (NodeSource's nodejs
+# package, which conflicts with Debian's npm package) is used as it is.
 if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
     packages+=(nodejs npm)
 fi
@@ -40,13 +42,15 @@ if [ ${#missing[@]} -gt 0 ]; then
     $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-# clients/js's packages, exactly as package-lock.json pins them. npm writes
+# Each npm package exactly as its package-lock.json pins it. npm writes
 # node_modules/.package-lock.json on every install: when it is missing or older than the lock
 # file (a fresh clone, a changed lock), install again.
-js="$here/clients/js"
-if [ -f "$js/package-lock.json" ] &&
-    { [ ! -f "$js/node_modules/.package-lock.json" ] ||
-        [ "$js/package-lock.json" -nt "$js/node_modules/.package-lock.json" ]; }; then
-    echo "install-deps: npm ci in clients/js" >&2
-    (cd "$js" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
-fi
+for dir in clients/js tests/browser; do
+    pkg="$here/$dir"
+    if [ -f "$pkg/package-lock.json" ] &&
+        { [ ! -f "$pkg/node_modules/.package-lock.json" ] ||
+            [ "$pkg/package-lock.json" -nt "$pkg/node_modules/.package-lock.json" ]; }; then
+        echo "install-deps: npm ci in $dir" >&2
+        (cd "$pkg" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+    fi
+done

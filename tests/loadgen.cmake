@@ -34,4 +34,16 @@ if(TARGET herald AND TARGET herald-loadgen
                "UBSAN_OPTIONS=print_stacktrace=1 halt_on_error=1" "ASAN_OPTIONS=detect_leaks=1")
     set_tests_properties(test_loadgen PROPERTIES TIMEOUT 120 LABELS "integration;threaded"
                          ENVIRONMENT "${lg_env}")
+
+    # The --report page in Debian's headless Chromium (tests/browser, puppeteer-core): its
+    # charts must hold the run's numbers. The page and its screenshot stay in the build tree
+    # (tests/artifacts/loadgen_report.{html,png}).
+    if(EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/integration/test_loadgen_report.sh)
+        add_test(NAME test_loadgen_report
+                 COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/integration/test_loadgen_report.sh
+                         $<TARGET_FILE:herald> $<TARGET_FILE:herald-loadgen>
+                         ${CMAKE_CURRENT_SOURCE_DIR}/browser ${CMAKE_CURRENT_BINARY_DIR}/artifacts)
+        set_tests_properties(test_loadgen_report PROPERTIES TIMEOUT 120
+                             LABELS "browser;integration" ENVIRONMENT "${lg_env}")
+    endif()
 endif()
