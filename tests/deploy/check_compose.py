@@ -1,14 +1,17 @@
 #!/usr/bin/env python3
 """check_compose: deploy/Dockerfile, deploy/compose.yaml and the files they use.
 
-No Docker engine runs here, so the image is never built and the stack never started. What
-can be checked without one is:
+What can be checked without a container engine (test_container.sh and
+test_compose_stack.sh build and run the image and the stack with podman) is:
 
   1. compose.yaml parses (YAML, anchors merged) and has the services issue 19 names: redis,
      two herald nodes built from deploy/Dockerfile, haproxy, prometheus and grafana; every
      relative bind-mount source exists (the secret files excepted: they are made by hand,
      deploy/.gitignore keeps them out of git, and compose.yaml says how to make them); every
-     published port is bound to 127.0.0.1; each node's stop_grace_period is its drain + 30 s.
+     published port is bound to 127.0.0.1; each node's stop_grace_period is its drain + 30 s;
+     sysctls are in the list form (podman-compose 1.0.3 passes only the key of a mapping).
+     compose.debian.yaml overrides only services compose.yaml has, and each image it builds
+     comes from a Dockerfile FROM debian:12-slim whose COPY sources exist.
   2. The Dockerfile is multi-stage, every stage FROM debian:12-slim, the last one runs as a
      non-root USER, its COPY sources exist, and its runtime packages include the one owning
      each library the built herald needs (readelf NEEDED, dpkg -S; libc is in the base).
@@ -101,8 +104,38 @@ def check_compose(herald, deploy):
                  f"want drain ({drain_s:g} s) + 30 s")
         if "--node-id" not in svc.get("command", []):
             fail(f"compose.yaml: {name} has no --node-id of its own")
+    for name, svc in services.items():
+        if "sysctls" in svc and not isinstance(svc["sysctls"], list):
+            fail(f"compose.yaml: {name}'s sysctls are a mapping; podman-compose wants KEY=VALUE items")
     print(f"ok compose.yaml: services {sorted(services)}, nodes {nodes}")
     return doc, nodes
+
+
+def check_debian_override(deploy, doc):
+    """compose.debian.yaml: what it overrides exists, and what it builds can be built."""
+    with open(os.path.join(deploy, "compose.debian.yaml"), encoding="utf-8") as f:
+        over = yaml.safe_load(f)
+    for name, svc in over.get("services", {}).items():
+        if name not in doc["services"]:
+            fail(f"compose.debian.yaml: overrides {name}, which compose.yaml does not have")
+            continue
+        build = svc.get("build")
+        if not build:
+            continue
+        ctx = os.path.normpath(os.path.join(deploy, build["context"]))
+        dockerfile = os.path.join(ctx, build.get("dockerfile", "Dockerfile"))
+        if not os.path.isfile(dockerfile):
+            fail(f"compose.debian.yaml: {name} builds from {dockerfile}, which does not exist")
+            continue
+        for s in dockerfile_stages(dockerfile):
+            if s["from"] != "debian:12-slim":
+                fail(f"{dockerfile}: FROM {s['from']}, want debian:12-slim")
+            for word, rest in s["lines"]:
+                if word == "COPY" and "--from=" not in rest:
+                    for item in rest.split()[:-1]:
+                        if not os.path.exists(os.path.join(ctx, item)):
+                            fail(f"{dockerfile}: COPY {item}: not in its context {ctx}")
+    print(f"ok compose.debian.yaml: overrides {sorted(over.get('services', {}))}")
 
 
 def dockerfile_stages(path):
@@ -225,6 +258,7 @@ def check_mounted_files(src, doc, nodes):
 def main():
     herald, src = sys.argv[1], os.path.abspath(sys.argv[2])
     doc, nodes = check_compose(herald, os.path.join(src, "deploy"))
+    check_debian_override(os.path.join(src, "deploy"), doc)
     check_dockerfile(herald, src)
     check_entrypoint(herald, src)
     check_mounted_files(src, doc, nodes)
