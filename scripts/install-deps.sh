@@ -19,6 +19,10 @@ packages=(
     prometheus python3-yaml                                   # promtool; rules and compose files (deploy tests)
     haproxy                                                   # deploy/local-cluster.sh's load balancer
     chromium                                                  # browser tests, headless (clients/js, tests/browser)
+    podman runc podman-compose                                # container tests: the image and compose stack
+    golang-github-containernetworking-plugin-dnsname          # compose service names resolve (CNI backend)
+    debootstrap debian-archive-keyring                        # deploy/make-base-image.sh: debian:12-slim
+    curl openssl                                              # deploy tests: probes, secrets
 )
 # Node.js and npm: the JavaScript client and the browser tests (puppeteer-core). Debian 12's
 # nodejs (18) and npm (9) do; a node that already brings its own npm (NodeSource's nodejs

@@ -54,9 +54,31 @@ if(TARGET herald-loadgen)
                 $<TARGET_FILE:herald> $<TARGET_FILE:herald-loadgen>)
 endif()
 
-# deploy/Dockerfile and deploy/compose.yaml, without a Docker engine (none runs here): the
+# deploy/Dockerfile and deploy/compose.yaml, statically (no container engine needed): the
 # compose file parsed and cross-checked with the files it mounts (haproxy -c, herald
 # --check-config, Grafana provisioning), the Dockerfile's stages, user and runtime libraries
-# against the built herald, and the entrypoint run for real. The image is never built here.
+# against the built herald, and the entrypoint run for real. The container tests below build
+# and run them.
 herald_deploy_test(deploy_compose_files TIMEOUT 60 LABELS unit
     COMMAND ${PYTHON3} ${deploy_dir}/check_compose.py $<TARGET_FILE:herald> ${PROJECT_SOURCE_DIR})
+
+# The image and the stack built and run with Debian's podman, as root (label container;
+# scripts/install-deps.sh installs podman, runc, podman-compose, debootstrap). The first run
+# on a machine also makes the base image debian:12-slim (deploy/make-base-image.sh) and fills
+# podman's build cache; later runs reuse both. One at a time (RESOURCE_LOCK), so a cold
+# machine builds the image once. container_lib.sh says what they name and remove.
+#   test_container.sh: deploy/Dockerfile built; the container through its published port
+#     (loadgen delivers everything), as UID 10001, no secret in argv or podman inspect,
+#     podman stop drains and exits 0, the HEALTHCHECK passes when ready and fails draining.
+#   test_compose_stack.sh: compose.yaml + compose.debian.yaml with podman-compose, Redis and
+#     the two nodes: a broadcast through one node reaches the clients of both; down drains
+#     the nodes and leaves no container.
+if(TARGET herald-loadgen AND TARGET proto_py)
+    herald_deploy_test(deploy_container TIMEOUT 900 LABELS container integration
+        COMMAND bash ${deploy_dir}/test_container.sh ${PROJECT_SOURCE_DIR}
+                $<TARGET_FILE:herald-loadgen> ${proto_py_dir})
+    herald_deploy_test(deploy_compose_stack TIMEOUT 900 LABELS container integration
+        COMMAND bash ${deploy_dir}/test_compose_stack.sh ${PROJECT_SOURCE_DIR}
+                $<TARGET_FILE:herald-loadgen> ${proto_py_dir})
+    set_tests_properties(deploy_container deploy_compose_stack PROPERTIES RESOURCE_LOCK podman)
+endif()
