@@ -1,4 +1,6 @@
+# shellcheck shell=bash disable=SC2034,SC2154
 # container_lib.sh: what test_container.sh and test_compose_stack.sh share. Sourced, not run.
+# (SC2034, SC2154: the variables it sets and reads are the callers'.)
 #
 # Podman as this machine needs it: rootful, runc as the OCI runtime, cgroupfs (no systemd),
 # and every container given explicit descriptor and process limits. Podman's defaults
@@ -66,7 +68,7 @@ ct_sweep_stale() {
     local left
     left=$(for k in containers images networks volumes; do ct_list "$k"; done)
     if [ -n "$left" ]; then
-        echo "# removing what killed earlier runs left: $(echo $left)" >&2
+        echo "# removing what killed earlier runs left: ${left//$'\n'/ }" >&2
         ct_remove ""
     fi
 }

@@ -108,7 +108,8 @@ declare -A port admin
 for n in "${nodes[@]}"; do
     c=${project}_${n}_1
     ct_await_health "$c" 0 60 || ct_fail "$n did not become healthy (ready, Redis linked) within 60 s"
-    pm logs "$c" 2>&1 | grep -q "ev=listening .*engine=redis node=$n" ||
+    pm logs "$c" >"$work/$n.log" 2>&1
+    grep -q "ev=listening .*engine=redis node=$n" "$work/$n.log" ||
         ct_fail "$n did not start with the Redis engine and its node id"
     port[$n]=$(ct_port "$c" 7400)
     admin[$n]=$(ct_port "$c" 7401)

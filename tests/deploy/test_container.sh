@@ -79,8 +79,8 @@ ct_await_health "$name" 0 30 || ct_fail "the HEALTHCHECK did not pass within 30 
 port=$(ct_port "$name" 7400)
 admin_port=$(ct_port "$name" 7401)
 for p in 7400 7401; do
-    pm port "$name" "$p/tcp" | grep -qx "127.0.0.1:[0-9]*" ||
-        ct_fail "port $p is published beyond loopback: $(pm port "$name" "$p/tcp")"
+    published=$(pm port "$name" "$p/tcp")
+    [[ $published =~ ^127\.0\.0\.1:[0-9]+$ ]] || ct_fail "port $p is published as '$published', want 127.0.0.1 only"
 done
 echo "ok 2 running, healthy after $(ct_since "$t_run") s; clients on 127.0.0.1:$port, admin on 127.0.0.1:$admin_port"
 
@@ -147,10 +147,16 @@ done
 ct_probe_wait || ct_fail "the probe exited non-zero"
 state=$(pm inspect --format '{{.State.Status}} {{.State.ExitCode}}' "$name")
 [ "$state" = "exited 0" ] || ct_fail "after podman stop the container is '$state', want 'exited 0'"
-pm logs "$name" 2>&1 | grep -q 'ev=drain_begin signal=SIGTERM.* sessions=2' ||
+# Into a file first: grep -q stops reading at its match, and podman logs' SIGPIPE would
+# fail the pipeline (pipefail).
+pm logs "$name" >"$work/logs.txt" 2>&1
+grep -q 'ev=drain_begin signal=SIGTERM.* sessions=2' "$work/logs.txt" ||
     ct_fail "herald logged no drain_begin for SIGTERM with 2 sessions"
-pm logs "$name" 2>&1 | grep -q 'ev=drain_end .*forced=false sessions_left=0' ||
+grep -q 'ev=drain_end .*forced=false sessions_left=0' "$work/logs.txt" ||
     ct_fail "herald's drain did not end cleanly"
+for s in "$token_secret" "$api_key"; do
+    if grep -qF -- "$s" "$work/logs.txt"; then ct_fail "a secret appears in herald's log"; fi
+done
 echo "ok 5 podman stop: both clients told Disconnect{SHUTDOWN, reconnect}, drained in $stop_s s, exit 0"
 
 # 6. the HEALTHCHECK fails while the node drains
