@@ -237,6 +237,7 @@ static void conn_before_sleep(nl_loop_t *loop, void *state)
     if (now_ms - st->last_trim_ms >= NL__CONN_TRIM_MS) {
         st->last_trim_ms = now_ms;
         conn_pools_trim(st);
+        nl__conn_bq_pools_trim(st, false);
     }
 }
 
@@ -248,6 +249,7 @@ static void conn_loop_free(void *state)
     free(st->table);
     free(st->coalesce_buf);
     nl__conn_batch_free(st);
+    nl__conn_bq_pools_trim(st, true);
     free(st->dirty.items);
     free(st->dirty_spare.items);
     for (int i = 0; i < NL__CONN_POOLS; i++) {

@@ -6,8 +6,8 @@
  * struct nl_conn_s stays at 152 bytes (a 160-byte malloc chunk; 153 would take 176): the fd
  * watcher, both buffers (24 bytes each while they hold no storage), and nothing per
  * connection that can be shared (callbacks are one const pointer, the peer address is asked
- * of the kernel, the owner's arg is one pointer). The block queue is allocated only while
- * blocks are queued.
+ * of the kernel, the owner's arg is one pointer). The block queue is held only while blocks
+ * are queued (taken from and given back to the loop's pool).
  *
  * Per loop (nl__loop_module(loop, NL__MODULE_CONN)): the id -> connection table, the dirty list
  * flushed once per iteration by a before-sleep hook, the pools of empty input buffers, and the
@@ -81,6 +81,19 @@ typedef struct nl__conn_bq_s {
     nl__conn_bq_entry_t e[];
 } nl__conn_bq_t;
 
+/* Emptied block queues kept for reuse, per ring size (NL__CONN_BQ_MIN entries, twice that,
+ * four times): a fan-out gives every subscriber a queue and takes it back when the flush drains
+ * it, so without the pool each delivery costs a malloc and a free. A LIFO stack, so the queue
+ * a connection takes is the one most recently released (hot in cache); at most
+ * NL__CONN_BQ_POOL_MAX per size; trimmed like the input pools (see nl_conn_out.c). */
+#define NL__CONN_BQ_CLASSES 3
+typedef struct nl__conn_bq_pool_s {
+    struct nl__conn_bq_s **items;
+    uint32_t count;
+    uint32_t cap;
+    uint32_t low; /* the fewest queues held since the last trim: idle that long */
+} nl__conn_bq_pool_t;
+
 /* A connection pointer array with O(1) removal: each member stores its index. */
 typedef struct nl__conn_vec_s {
     nl_conn_t **items;
@@ -108,6 +121,7 @@ typedef struct nl__conn_loop_s {
     nl__conn_vec_t dirty;       /* output queued, flush due before the loop sleeps */
     nl__conn_vec_t dirty_spare; /* the previous pass's array, reused */
     nl__conn_pool_t pools[NL__CONN_POOLS];
+    nl__conn_bq_pool_t bq_pools[NL__CONN_BQ_CLASSES];
     uint64_t last_trim_ms;
     char *coalesce_buf; /* NL__CONN_COALESCE_BYTES, allocated by the first coalesced write */
     /* Batched sends (nl_conn_out.c): allocated when nl_conn_set_batch_sends turns them on, else
@@ -181,8 +195,12 @@ int nl__sockaddr_parse(const char *host, uint16_t port, struct sockaddr_storage 
 
 /* Queued output bytes: owned plus blocks. */
 size_t nl__conn_queued(const nl_conn_t *c);
-/* Unrefs every queued block and frees the queue and the output storage. */
+/* Unrefs every queued block, returns the queue to the loop's pool and frees the output
+ * storage. */
 void nl__conn_out_drop(nl_conn_t *c);
+/* Frees the block queues that sat in the loop's pools for a whole trim period (all = true:
+ * every one, when the loop's state goes). */
+void nl__conn_bq_pools_trim(nl__conn_loop_t *st, bool all);
 /* Removes c from its loop's dirty list if it is there. */
 void nl__conn_unmark_dirty(nl_conn_t *c);
 /* Handles writability: writes what is queued and settles interest, shutdown and callbacks. */
