@@ -10,6 +10,7 @@ packages=(
     build-essential cmake pkg-config clang libclang-rt-14-dev # toolchain; clang for libFuzzer
     libhiredis-dev libprotobuf-c-dev protobuf-c-compiler      # Redis engine, wire protocol
     libcmocka-dev libssl-dev libinih-dev libmicrohttpd-dev    # tests, HMAC, config, admin API
+    liburing-dev                                              # netlib's batched sends (io_uring)
     libjansson-dev                                            # JWT claims (gateway)
     redis-server                                              # integration tests
     libevent-dev                                              # the pingpong benchmark's reference

@@ -510,6 +510,7 @@ static nl__conn_batch_t *batch_get(nl__conn_loop_t *st)
             NL_LOG(NL_WARN, "batch_sends_retry", "err=%s retry_ms=%u", nl_strerror(err), delay);
         } else {
             st->is_batch_off = true;
+            st->stats.batch_unavailable = 1;
             NL_LOG(NL_INFO, "batch_sends_unavailable", "err=%s", nl_strerror(err));
         }
         return NULL;

@@ -12,8 +12,8 @@
  * full socket completes at once with -EAGAIN instead of parking in the kernel. Nothing is in
  * flight between calls, so the caller's buffers need to live only until submit returns.
  *
- * libc only (DESIGN.md): the kernel's UAPI header and syscall(2), as epoll and timerfd are.
- * One owner thread per ring.
+ * Built on liburing (issue 22: Debian's liburing-dev, linked statically so the binaries need
+ * no runtime package beyond libc's). One owner thread per ring.
  */
 #ifndef HERALD_NETLIB_NL_URING_H
 #define HERALD_NETLIB_NL_URING_H

@@ -173,6 +173,9 @@ typedef struct nl_conn_loop_stats_s {
     uint64_t batch_submits;    /* system calls that sent for many connections (io_uring) */
     uint64_t batch_sends;      /* sends made by those calls */
     uint64_t short_writes;     /* writes the kernel took only part of: the socket filled */
+    /* 1 once this loop found io_uring missing or forbidden (batch_sends_unavailable was
+     * logged) and sends one by one for good; 0 otherwise. */
+    uint64_t batch_unavailable;
 } nl_conn_loop_stats_t;
 void nl_conn_get_loop_stats(nl_loop_t *loop, nl_conn_loop_stats_t *out);
 
