@@ -40,9 +40,10 @@ struct nl_client_s {
     struct nl_io_s io; /* the socket while CONNECTING */
     nl_timer_t *timer; /* connect timeout or back-off */
     nl_conn_t *conn;
-    const nl_conn_cbs_t *cbs;
+    /* The connection's callbacks, arg and transport. Not freed by its references: the
+     * client outlives its connection (freed after the connection's finish). */
+    nl__conn_desc_t desc;
     nl_client_retry_cb on_retry;
-    void *arg;
     struct sockaddr_storage addr;
     struct sockaddr_storage src;
     socklen_t addr_len;
@@ -116,7 +117,7 @@ static void client_attempt_failed(nl_client_t *cl, int err)
 
 static void client_connected(nl_client_t *cl, int fd)
 {
-    nl__conn_setup_t setup = {.cbs = cl->cbs, .ctx = cl, .is_client = true};
+    nl__conn_setup_t setup = {.desc = &cl->desc};
     nl_conn_t *c;
     int err = nl__conn_new(&c, cl->loop, fd, &setup);
     if (err < 0) {
@@ -126,7 +127,8 @@ static void client_connected(nl_client_t *cl, int fd)
     }
     cl->conn = c;
     cl->state = CL_CONNECTED;
-    cl->attempts = 0;
+    if (nl_conn_state(c) == NL_CONN_CONNECTED)
+        cl->attempts = 0; /* else once the handshake is done: nl__client_conn_ready */
     nl__conn_start(c);
 }
 
@@ -233,12 +235,26 @@ static void client_finish(nl__deferred_t *d)
         nl__conn_flush_soon(st);
 }
 
-void nl__client_conn_finished(nl_client_t *cl, nl_conn_t *c)
+void nl__client_conn_ready(nl_client_t *cl)
+{
+    cl->attempts = 0;
+}
+
+void nl__client_conn_finished(nl_client_t *cl, nl_conn_t *c, bool is_failed, int reason)
 {
     NL_ASSERT(cl->conn == c);
     cl->conn = NULL;
     if (cl->is_closing) {
+        /* A handshake cut short by nl_client_close is a pending attempt: it completes once. */
+        if (is_failed && cl->on_retry)
+            cl->on_retry(cl, -ECANCELED, false, 0);
         client_free(cl);
+        return;
+    }
+    if (is_failed) {
+        /* The handshake failed: an attempt like a refused connect (reason 0 would read as
+         * success to on_retry). */
+        client_attempt_failed(cl, reason < 0 ? reason : -ECONNABORTED);
         return;
     }
     cl->state = CL_IDLE;
@@ -251,9 +267,9 @@ void nl__client_conn_finished(nl_client_t *cl, nl_conn_t *c)
 
 static void client_apply_opts(nl_client_t *cl, const nl_client_opts_t *opts)
 {
-    cl->cbs = opts->cbs;
+    nl__conn_desc_init(&cl->desc, opts->cbs, opts->arg, opts->transport, opts->transport_arg);
+    cl->desc.client = cl;
     cl->on_retry = opts->on_retry;
-    cl->arg = opts->arg;
     cl->connect_timeout_ms =
         opts->connect_timeout_ms ? opts->connect_timeout_ms : NL__CLIENT_TIMEOUT_MS;
     cl->retry_initial_ms =
@@ -312,7 +328,7 @@ nl_conn_t *nl_client_conn(const nl_client_t *cl)
 
 void *nl_client_arg(const nl_client_t *cl)
 {
-    return cl->arg;
+    return cl->desc.arg;
 }
 
 void nl_client_close(nl_client_t *cl)

@@ -49,7 +49,7 @@
 /* Ids start at 1 and are never reused (a 64-bit counter does not wrap). */
 static uint64_t conn_next_id = 1;
 
-static const nl_conn_cbs_t conn_no_cbs;
+const nl_conn_cbs_t nl__conn_no_cbs;
 
 /* --- small arrays ------------------------------------------------------------------------ */
 
@@ -250,6 +250,7 @@ static void conn_loop_free(void *state)
     free(st->coalesce_buf);
     nl__conn_batch_free(st);
     nl__conn_bq_pools_trim(st, true);
+    free(st->read_ids);
     free(st->dirty.items);
     free(st->dirty_spare.items);
     for (int i = 0; i < NL__CONN_POOLS; i++) {
@@ -302,21 +303,37 @@ int nl__conn_new(nl_conn_t **out, nl_loop_t *loop, int fd, const nl__conn_setup_
     if (!c)
         return -ENOMEM;
     nl__io_init(&c->io, loop, fd, conn_on_io, c);
+    nl__conn_desc_t *desc = setup->desc;
     size_t hw = setup->high_water_bytes;
     c->high_water = hw > UINT32_MAX ? UINT32_MAX : (uint32_t)hw;
     nl_buf_init(&c->in, setup->max_input_bytes);
     nl_buf_init(&c->out, nl__conn_out_cap(c->high_water));
     c->id = __atomic_fetch_add(&conn_next_id, 1, __ATOMIC_RELAXED);
-    c->cbs = setup->cbs ? setup->cbs : &conn_no_cbs;
-    c->ctx = setup->ctx;
+    c->desc = desc;
     c->pool = conn_pool_for(st, setup->max_input_bytes);
     c->u.dirty_idx = NL__CONN_NO_IDX;
-    c->flags = setup->is_client ? NL__CONN_IS_CLIENT : 0;
     c->state = NL_CONN_CONNECTED;
+    const nl_transport_t *tp = desc->tp;
+    if (tp) {
+        c->flags |= (tp->read ? NL__CONN_TP_READ : 0) | (tp->writev ? NL__CONN_TP_WRITE : 0);
+        if (tp->handshake) {
+            c->flags |= NL__CONN_HANDSHAKE;
+            c->state = NL_CONN_CONNECTING;
+        }
+    }
     if (table_insert(st, c) < 0) {
         free(c);
         return -ENOMEM;
     }
+    if (tp && tp->open) {
+        int err = tp->open(c, desc->tp_arg, desc->client != NULL, &c->tp_state);
+        if (err < 0) {
+            table_remove(st, c);
+            free(c);
+            return err;
+        }
+    }
+    nl__conn_desc_ref(desc);
     /* Small replies leave at once; a failure (not TCP) is harmless. */
     int one = 1;
     (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
@@ -329,13 +346,10 @@ int nl__conn_new(nl_conn_t **out, nl_loop_t *loop, int fd, const nl__conn_setup_
 void nl__conn_start(nl_conn_t *c)
 {
     nl__conn_update_interest(c);
-    if (c->state == NL_CONN_CONNECTED && c->cbs->on_connected)
-        c->cbs->on_connected(c);
-}
-
-static bool conn_wants_read(const nl_conn_t *c)
-{
-    return !(c->flags & (NL__CONN_READ_PAUSED | NL__CONN_INPUT_FULL | NL__CONN_PEER_EOF));
+    if (c->flags & NL__CONN_HANDSHAKE)
+        nl__conn_handshake(c);
+    else if (c->state == NL_CONN_CONNECTED && c->desc->cbs->on_connected)
+        c->desc->cbs->on_connected(c);
 }
 
 /* Connections are edge-triggered: epoll reports a socket once per arrival instead of again
@@ -348,7 +362,9 @@ void nl__conn_update_interest(nl_conn_t *c)
     if (c->state == NL_CONN_DISCONNECTED)
         return;
     unsigned want = NL_EDGE;
-    if (conn_wants_read(c))
+    if (c->flags & NL__CONN_HANDSHAKE)
+        want |= (c->flags & NL__CONN_HS_WANT_WRITE) ? NL_WRITE : NL_READ;
+    else if (nl__conn_wants_read(c))
         want |= NL_READ;
     if (c->flags & NL__CONN_WRITE_ARMED)
         want |= NL_WRITE;
@@ -362,10 +378,19 @@ static void conn_finish(nl__deferred_t *d)
     nl_conn_t *c = (nl_conn_t *)((char *)d - offsetof(nl_conn_t, io.deferred));
     nl_loop_t *loop = c->io.loop;
     nl__conn_loop_t *st = nl__conn_st(c);
-    if (c->cbs->on_close)
-        c->cbs->on_close(c, c->u.close_reason);
-    if (c->flags & NL__CONN_IS_CLIENT)
-        nl__client_conn_finished(c->ctx, c);
+    nl__conn_desc_t *desc = c->desc;
+    /* on_close pairs with on_connected: a connection closed during its handshake was never
+     * the application's. */
+    bool is_failed = (c->flags & NL__CONN_HANDSHAKE) != 0;
+    if (!is_failed && desc->cbs->on_close)
+        desc->cbs->on_close(c, c->u.close_reason);
+    if (desc->tp && desc->tp->free)
+        desc->tp->free(c, c->tp_state);
+    /* The client may be freed by its finish, and with it a descriptor it embeds. */
+    nl_client_t *client = desc->client;
+    nl__conn_desc_unref(desc);
+    if (client)
+        nl__client_conn_finished(client, c, is_failed, c->u.close_reason);
     close(c->io.fd);
     nl_buf_deinit(&c->in);
     nl__conn_out_drop(c);
@@ -397,6 +422,23 @@ void nl__conn_shut_wr(nl_conn_t *c)
 {
     if (c->flags & NL__CONN_SHUT_WR)
         return;
+    const nl_transport_t *tp = c->desc->tp;
+    if (tp && tp->shutdown) {
+        /* The transport's goodbye (close_notify, a close frame) goes before the FIN; with the
+         * socket full it waits for writability (the flush that drains calls this again). */
+        int rc = tp->shutdown(c, c->tp_state);
+        if (rc == NL_TRANSPORT_WANT_WRITE) {
+            if (!(c->flags & NL__CONN_WRITE_ARMED)) {
+                c->flags |= NL__CONN_WRITE_ARMED;
+                nl__conn_update_interest(c);
+            }
+            return;
+        }
+        if (rc < 0) {
+            nl_conn_close(c, rc);
+            return;
+        }
+    }
     c->flags |= NL__CONN_SHUT_WR;
     if (shutdown(c->io.fd, SHUT_WR) < 0) {
         int err = -errno;
@@ -412,7 +454,7 @@ void nl_conn_shutdown(nl_conn_t *c)
         return;
     c->state = NL_CONN_DISCONNECTING;
     /* With output queued, the flush that drains it half-closes. */
-    if (nl__conn_queued(c) == 0)
+    if (nl__conn_out_is_empty(c))
         nl__conn_shut_wr(c);
 }
 
@@ -422,7 +464,7 @@ void nl_conn_shutdown(nl_conn_t *c)
  * read), then the connection closes with 0; sends are refused from now on. */
 static void conn_handle_eof(nl_conn_t *c)
 {
-    if (nl__conn_queued(c) == 0) {
+    if (nl__conn_out_is_empty(c)) {
         nl_conn_close(c, 0);
         return;
     }
@@ -447,14 +489,22 @@ static bool conn_read_once(nl_conn_t *c, bool is_short_inconclusive)
         conn_input_take(st, c);
     size_t offer = nl_buf_read_offer(&c->in);
     bool is_stamped = (c->flags & NL__CONN_RX_STAMPS) != 0;
-    ssize_t n = is_stamped ? nl_buf_read_fd_stamped(&c->in, c->io.fd, &st->rx_ns)
-                           : nl_buf_read_fd(&c->in, c->io.fd);
+    ssize_t n;
+    if (c->flags & NL__CONN_TP_READ) {
+        /* A transport's read says nothing by being short (one TLS record per call): it
+         * reads on until -EAGAIN. */
+        n = c->desc->tp->read(c, c->tp_state, &c->in);
+        is_short_inconclusive = true;
+    } else {
+        n = is_stamped ? nl_buf_read_fd_stamped(&c->in, c->io.fd, &st->rx_ns)
+                       : nl_buf_read_fd(&c->in, c->io.fd);
+    }
     if (n > 0) {
         st->stats.bytes_in += (uint64_t)n;
         if (is_stamped)
             st->rx_conn = c;
-        if (c->cbs->on_message)
-            c->cbs->on_message(c, &c->in);
+        if (c->desc->cbs->on_message)
+            c->desc->cbs->on_message(c, &c->in);
         else
             nl_buf_retrieve_all(&c->in);
         if (is_stamped) {
@@ -465,7 +515,7 @@ static bool conn_read_once(nl_conn_t *c, bool is_short_inconclusive)
             return false;
         if (nl_buf_readable(&c->in) == 0)
             conn_input_recycle(st, c);
-        return ((size_t)n == offer || is_short_inconclusive) && conn_wants_read(c);
+        return ((size_t)n == offer || is_short_inconclusive) && nl__conn_wants_read(c);
     }
     if (nl_buf_readable(&c->in) == 0)
         conn_input_recycle(st, c);
@@ -489,7 +539,7 @@ static bool conn_read_once(nl_conn_t *c, bool is_short_inconclusive)
  * kernel stops a read there and the bytes behind it wait). In each case the connection reads
  * again, at most NL__CONN_READS_PER_EVENT times in a row (a fast sender must not starve the
  * loop's other connections), and then asks the kernel to report it again on the next wait. */
-static void conn_handle_read(nl_conn_t *c, unsigned events)
+void nl__conn_handle_read(nl_conn_t *c, unsigned events)
 {
     bool is_short_inconclusive = (events & (NL_RDHUP | NL_PRI)) != 0;
     for (int i = 0; i < NL__CONN_READS_PER_EVENT; i++) {
@@ -497,8 +547,13 @@ static void conn_handle_read(nl_conn_t *c, unsigned events)
             return;
     }
     int err = nl_io_rearm(&c->io);
-    if (err < 0)
+    if (err < 0) {
         nl_conn_close(c, err);
+        return;
+    }
+    /* The rearm makes epoll look at the socket again, not inside the transport. */
+    if (c->flags & NL__CONN_TP_READ)
+        nl__conn_read_pending(c);
 }
 
 /* Hang-up and error arrive as NL_READ/NL_WRITE (the loop folds them into the interest), so the
@@ -507,8 +562,12 @@ static void conn_on_io(nl_io_t *io, unsigned events, void *arg)
 {
     NL_UNUSED(io);
     nl_conn_t *c = arg;
+    if (c->flags & NL__CONN_HANDSHAKE) {
+        nl__conn_handshake(c);
+        return;
+    }
     if (events & NL_READ) {
-        conn_handle_read(c, events);
+        nl__conn_handle_read(c, events);
         if (c->state == NL_CONN_DISCONNECTED)
             return;
     }
@@ -540,14 +599,12 @@ nl_conn_state_t nl_conn_state(const nl_conn_t *c)
 
 void *nl_conn_ctx(const nl_conn_t *c)
 {
-    if (c->flags & NL__CONN_IS_CLIENT)
-        return nl_client_arg(c->ctx);
-    return c->ctx;
+    return c->desc->arg;
 }
 
 nl_client_t *nl_client_of(const nl_conn_t *c)
 {
-    return (c->flags & NL__CONN_IS_CLIENT) ? c->ctx : NULL;
+    return c->desc->client;
 }
 
 void nl_conn_set_data(nl_conn_t *c, void *data)
@@ -558,12 +615,6 @@ void nl_conn_set_data(nl_conn_t *c, void *data)
 void *nl_conn_data(const nl_conn_t *c)
 {
     return c->data;
-}
-
-void nl_conn_set_cbs(nl_conn_t *c, const nl_conn_cbs_t *cbs)
-{
-    NL_ASSERT_OWNER(c->io.loop);
-    c->cbs = cbs ? cbs : &conn_no_cbs;
 }
 
 int nl_conn_peer(const nl_conn_t *c, char *out, size_t out_len)
@@ -624,6 +675,8 @@ void nl_conn_set_max_input(nl_conn_t *c, size_t bytes)
     if (c->flags & NL__CONN_INPUT_FULL) {
         c->flags &= (uint16_t)~NL__CONN_INPUT_FULL;
         nl__conn_update_interest(c);
+        if (c->flags & NL__CONN_TP_READ)
+            nl__conn_read_pending(c);
     }
 }
 
@@ -639,6 +692,9 @@ void nl_conn_resume_read(nl_conn_t *c)
     NL_ASSERT_OWNER(c->io.loop);
     c->flags &= (uint16_t) ~(NL__CONN_READ_PAUSED | NL__CONN_INPUT_FULL);
     nl__conn_update_interest(c);
+    /* epoll_ctl re-examines the socket; input a transport holds needs a read of its own. */
+    if (c->flags & NL__CONN_TP_READ)
+        nl__conn_read_pending(c);
 }
 
 int nl_conn_set_nodelay(nl_conn_t *c, bool on)
@@ -652,6 +708,8 @@ int nl_conn_set_nodelay(nl_conn_t *c, bool on)
 int nl_conn_set_rx_timestamps(nl_conn_t *c, bool on)
 {
     NL_ASSERT_OWNER(c->io.loop);
+    if (c->flags & NL__CONN_TP_READ)
+        return -EOPNOTSUPP; /* the transport reads, not recvmsg */
     int v = on ? 1 : 0;
     if (setsockopt(c->io.fd, SOL_SOCKET, SO_TIMESTAMPNS, &v, sizeof(v)) < 0)
         return -errno;
@@ -754,8 +812,3 @@ int nl__sockaddr_parse(const char *host, uint16_t port, struct sockaddr_storage 
     }
     return -EINVAL;
 }
-
-/* The gateway's per-connection budget (about 512 bytes with its session) depends on this:
- * glibc rounds a request up to a multiple of 16 with 8 bytes of header, so 152 bytes take a
- * 160-byte chunk and 153 already take 176. */
-_Static_assert(sizeof(struct nl_conn_s) <= 152, "struct nl_conn_s grew past 152 bytes");

@@ -5,9 +5,10 @@
  * Memory: the gateway budgets about 512 bytes per connection including its own session, so
  * struct nl_conn_s stays at 152 bytes (a 160-byte malloc chunk; 153 would take 176): the fd
  * watcher, both buffers (24 bytes each while they hold no storage), and nothing per
- * connection that can be shared (callbacks are one const pointer, the peer address is asked
- * of the kernel, the owner's arg is one pointer). The block queue is held only while blocks
- * are queued (taken from and given back to the loop's pool).
+ * connection that can be shared (callbacks, the owner's arg and the transport sit behind one
+ * pointer to the server's or client's descriptor, the peer address is asked of the kernel;
+ * the transport's state is one pointer, NULL for plain TCP). The block queue is held only while
+ * blocks are queued (taken from and given back to the loop's pool).
  *
  * Per loop (nl__loop_module(loop, NL__MODULE_CONN)): the id -> connection table, the dirty list
  * flushed once per iteration by a before-sleep hook, the pools of empty input buffers, and the
@@ -23,10 +24,10 @@
 
 #include "netlib/nl_client.h"
 #include "netlib/nl_conn.h"
+#include "netlib/nl_transport.h"
 #include "nl_loop_int.h"
 
 /* conn->flags. */
-#define NL__CONN_IS_CLIENT 0x0001u   /* ctx is the nl_client_t that made the connection */
 #define NL__CONN_READ_PAUSED 0x0002u /* nl_conn_pause_read */
 #define NL__CONN_INPUT_FULL 0x0004u  /* the input buffer hit its cap: reading stopped */
 #define NL__CONN_WRITE_ARMED 0x0008u /* NL_WRITE is wanted: the socket refused bytes */
@@ -34,11 +35,45 @@
 #define NL__CONN_SHUT_WR 0x0020u     /* shutdown(SHUT_WR) done */
 #define NL__CONN_WC_PENDING 0x0040u  /* on_write_complete owed by the next flush */
 #define NL__CONN_RX_STAMPS 0x0080u   /* SO_TIMESTAMPNS: reads take the kernel receive time */
+/* The transport (nl_transport.h). Plain TCP has none of these set, so its hot paths test one
+ * flag where a transport's op would cost an indirect call. */
+#define NL__CONN_TP_READ 0x0100u       /* reads go through the transport's read op */
+#define NL__CONN_TP_WRITE 0x0200u      /* writes go through its writev: no direct, no batch */
+#define NL__CONN_HANDSHAKE 0x0400u     /* CONNECTING: on_connected (and on_close) not owed */
+#define NL__CONN_HS_WANT_WRITE 0x0800u /* the handshake waits for writability, not input */
+#define NL__CONN_TP_WANT_WRITE 0x1000u /* the transport has bytes of its own to write */
+#define NL__CONN_READ_QUEUED 0x2000u   /* on the loop's list of reads without readiness */
 
 /* Marks "not on the dirty list" for dirty_idx. */
 #define NL__CONN_NO_IDX UINT32_MAX
 
 struct nl__conn_bq_s;
+
+/* What the connections of one server or client share: their callbacks, the owner's arg, the
+ * client that made them, the transport. One pointer per connection instead of one per item
+ * (the layout's budget, above). Reference-counted, atomically: a server's connections live on
+ * several IO loops and may outlive the server itself. release runs when the last reference
+ * goes (NULL: the owner frees it, as a client does after its connection). */
+typedef struct nl__conn_desc_s {
+    const nl_conn_cbs_t *cbs; /* never NULL */
+    void *arg;                /* nl_conn_ctx */
+    nl_client_t *client;      /* nl_client_of; NULL for a server's connections */
+    const nl_transport_t *tp; /* NULL: plain TCP */
+    void *tp_arg;             /* the transport's open arg */
+    uint64_t refs;            /* atomic */
+    void (*release)(struct nl__conn_desc_s *d);
+    struct nl__conn_desc_s *parent; /* a copy made by nl_conn_set_cbs holds its original */
+} nl__conn_desc_t;
+
+/* Callbacks that do nothing: a descriptor's cbs when its owner gave none. */
+extern const nl_conn_cbs_t nl__conn_no_cbs;
+
+/* Sets up a descriptor with one reference; a NULL cbs means no callbacks, and the plain
+ * transport table means no transport. */
+void nl__conn_desc_init(nl__conn_desc_t *d, const nl_conn_cbs_t *cbs, void *arg,
+                        const nl_transport_t *tp, void *tp_arg);
+void nl__conn_desc_ref(nl__conn_desc_t *d);
+void nl__conn_desc_unref(nl__conn_desc_t *d);
 
 struct nl_conn_s {
     /* The fd watcher. Its deferred slot (used only by nl_io_close on heap ios) carries the
@@ -47,9 +82,9 @@ struct nl_conn_s {
     nl_buf_t in;
     nl_buf_t out; /* owned output bytes; its max_bytes is the hard output cap */
     uint64_t id;
-    const nl_conn_cbs_t *cbs;
+    nl__conn_desc_t *desc; /* callbacks, owner, transport: shared (holds a reference) */
     void *data;
-    void *ctx;                /* server arg, or the nl_client_t with NL__CONN_IS_CLIENT */
+    void *tp_state;           /* the transport's per-connection state; NULL for plain TCP */
     struct nl__conn_bq_s *bq; /* queued block references; NULL when none */
     uint32_t high_water;      /* bytes; 0 disables */
     /* A connection leaves the dirty list when it closes, so the slot is reused for the reason
@@ -62,6 +97,9 @@ struct nl_conn_s {
     uint8_t state; /* nl_conn_state_t */
     uint8_t pool;  /* 1 + index of the loop's input pool for this input cap; 0: none */
 };
+
+/* See the top of the file: plain TCP connections must stay in a 160-byte malloc chunk. */
+_Static_assert(sizeof(struct nl_conn_s) <= 152, "struct nl_conn_s grew past 152 bytes");
 
 /* Blocks queued behind (and between) owned output bytes. Entry i is written after pre bytes
  * of the output buffer that precede it; bytes of the output buffer beyond the sum of all pre
@@ -139,24 +177,30 @@ typedef struct nl__conn_loop_s {
      * loop runs one callback at a time. */
     const nl_conn_t *rx_conn;
     uint64_t rx_ns;
+    /* Connections (by id: one may close before its turn) to read without fd readiness: input
+     * a transport holds (nl_transport.c). Run by a posted closure. */
+    uint64_t *read_ids;
+    uint32_t read_len;
+    uint32_t read_cap;
+    bool is_read_posted;
     nl_conn_loop_stats_t stats;
 } nl__conn_loop_t;
 
 /* What a server or client hands a new connection. */
 typedef struct nl__conn_setup_s {
-    const nl_conn_cbs_t *cbs;
-    void *ctx;
-    bool is_client;
+    nl__conn_desc_t *desc; /* the connection takes its own reference */
     size_t high_water_bytes;
     size_t max_input_bytes;
 } nl__conn_setup_t;
 
-/* Wraps a connected, non-blocking socket in a connection on loop (owner thread), CONNECTED,
- * not yet reading. Sets TCP_NODELAY. Returns: 0; -ENOMEM.
+/* Wraps a connected, non-blocking socket in a connection on loop (owner thread), not yet
+ * reading: CONNECTED, or CONNECTING when its transport has a handshake. Sets TCP_NODELAY and
+ * runs the transport's open. Returns: 0; -ENOMEM; the open op's error.
  * On failure the caller still owns fd. */
 int nl__conn_new(nl_conn_t **out, nl_loop_t *loop, int fd, const nl__conn_setup_t *setup);
 
-/* Starts reading and runs on_connected. The connection may be closed when it returns. */
+/* Starts reading and runs on_connected, or starts the handshake. The connection may be closed
+ * when it returns. */
 void nl__conn_start(nl_conn_t *c);
 
 /* The loop's connection state; created on first use when create is true (NULL on ENOMEM or
@@ -165,6 +209,22 @@ nl__conn_loop_t *nl__conn_loop_state(nl_loop_t *loop, bool create);
 
 /* Recomputes the fd interest from the flags and state; an epoll failure closes c. */
 void nl__conn_update_interest(nl_conn_t *c);
+
+/* Whether c reads input now (not paused, not full, not past the peer's EOF). */
+static inline bool nl__conn_wants_read(const nl_conn_t *c)
+{
+    return !(c->flags & (NL__CONN_READ_PAUSED | NL__CONN_INPUT_FULL | NL__CONN_PEER_EOF));
+}
+
+/* Reads c (up to a few reads in a row) and runs on_message; events: the readiness that caused
+ * it (NL_RDHUP, NL_PRI matter), 0 for a read without one. */
+void nl__conn_handle_read(nl_conn_t *c, unsigned events);
+
+/* nl_transport.c: one handshake step of a CONNECTING connection; on DONE it becomes
+ * CONNECTED, runs on_connected and reads what came with the handshake. */
+void nl__conn_handshake(nl_conn_t *c);
+/* nl_transport.c: if c's transport holds input, reads c soon without fd readiness. */
+void nl__conn_read_pending(nl_conn_t *c);
 
 /* The loop's connection state of c (exists while c does). */
 static inline nl__conn_loop_t *nl__conn_st(const nl_conn_t *c)
@@ -195,6 +255,13 @@ int nl__sockaddr_parse(const char *host, uint16_t port, struct sockaddr_storage 
 
 /* Queued output bytes: owned plus blocks. */
 size_t nl__conn_queued(const nl_conn_t *c);
+/* Whether nothing waits to be written: no queued bytes, none of the transport's own. */
+static inline bool nl__conn_out_is_empty(const nl_conn_t *c)
+{
+    return nl__conn_queued(c) == 0 && !(c->flags & NL__CONN_TP_WANT_WRITE);
+}
+/* Marks c for this iteration's flush (the transport's own output). Returns 0 or -ENOMEM. */
+int nl__conn_mark_dirty(nl_conn_t *c);
 /* Unrefs every queued block, returns the queue to the loop's pool and frees the output
  * storage. */
 void nl__conn_out_drop(nl_conn_t *c);
@@ -213,7 +280,10 @@ void nl__conn_batch_free(nl__conn_loop_t *st);
  * (by a close callback), so the loop does not sleep on them. */
 void nl__conn_flush_soon(nl__conn_loop_t *st);
 
-/* nl_client.c: the client's connection finished (after on_close). */
-void nl__client_conn_finished(nl_client_t *cl, nl_conn_t *c);
+/* nl_client.c: the client's connection finished its handshake (is CONNECTED). */
+void nl__client_conn_ready(nl_client_t *cl);
+/* nl_client.c: the client's connection finished (after on_close). is_failed: it closed before
+ * its handshake finished, a failed attempt (reason: why). */
+void nl__client_conn_finished(nl_client_t *cl, nl_conn_t *c, bool is_failed, int reason);
 
 #endif

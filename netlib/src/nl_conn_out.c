@@ -209,7 +209,7 @@ void nl__conn_out_drop(nl_conn_t *c)
 
 /* --- dirty list -------------------------------------------------------------------------- */
 
-static int conn_mark_dirty(nl_conn_t *c)
+int nl__conn_mark_dirty(nl_conn_t *c)
 {
     if (c->u.dirty_idx != NL__CONN_NO_IDX)
         return 0;
@@ -346,6 +346,17 @@ enum {
     OUT_BUDGET = 2, /* NL__CONN_WRITE_ROUNDS writes went out whole and more is queued */
 };
 
+/* One write through the connection's transport (nl_transport.h): its writev takes the
+ * iovecs, and with nothing queued (cnt 0) writes only its own pending bytes. Returning all
+ * it was given means nothing of its own is left either. */
+static ssize_t out_tp_writev(nl_conn_t *c, const struct iovec *iov, int cnt, size_t total)
+{
+    ssize_t n = c->desc->tp->writev(c, c->tp_state, iov, cnt);
+    if (n >= 0 && (size_t)n == total)
+        c->flags &= (uint16_t)~NL__CONN_TP_WANT_WRITE;
+    return n;
+}
+
 /* Writes what is queued. Returns 0 when the queue drained, OUT_FULL, OUT_BUDGET, or a negative
  * errno for a dead connection. */
 static int out_write(nl_conn_t *c, nl__conn_loop_t *st)
@@ -354,11 +365,13 @@ static int out_write(nl_conn_t *c, nl__conn_loop_t *st)
         struct iovec iov[NL__CONN_IOV_MAX];
         size_t total;
         int cnt = out_build_iov(c, iov, NL__CONN_IOV_MAX, &total);
-        if (cnt == 0)
+        if (cnt == 0 && !(c->flags & NL__CONN_TP_WANT_WRITE))
             return 0;
         cnt = out_coalesce(st, iov, cnt, total);
         ssize_t n;
-        if (cnt == 1) {
+        if (c->flags & NL__CONN_TP_WRITE) {
+            n = out_tp_writev(c, iov, cnt, total);
+        } else if (cnt == 1) {
             /* One piece (a coalesced write, or one block): send skips sendmsg's copy of the
              * msghdr and iovec, about 3% of a 150-byte loopback write here. */
             n = send(c->io.fd, iov[0].iov_base, iov[0].iov_len, MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -380,7 +393,7 @@ static int out_write(nl_conn_t *c, nl__conn_loop_t *st)
             return OUT_FULL;
         }
     }
-    return nl__conn_queued(c) > 0 ? OUT_BUDGET : 0;
+    return nl__conn_out_is_empty(c) ? 0 : OUT_BUDGET;
 }
 
 /* Acts on out_write's result: close on error, wait for the socket when it is full, and when
@@ -421,8 +434,8 @@ static void out_settle(nl_conn_t *c, int rc)
     if (c->state == NL_CONN_DISCONNECTED)
         return;
     c->flags &= (uint16_t)~NL__CONN_WC_PENDING;
-    if (c->cbs->on_write_complete)
-        c->cbs->on_write_complete(c);
+    if (c->desc->cbs->on_write_complete)
+        c->desc->cbs->on_write_complete(c);
 }
 
 void nl__conn_handle_write(nl_conn_t *c)
@@ -632,6 +645,10 @@ static uint32_t flush_batched(nl__conn_loop_t *st, nl__conn_vec_t *v)
         nl_conn_t *c = v->items[i];
         if (!out_is_flushable(c))
             continue;
+        if (c->flags & NL__CONN_TP_WRITE) {
+            v->items[rest++] = c; /* a transport writes its own way, one call each */
+            continue;
+        }
         const void *piece = NULL;
         size_t total = 0;
         int got = batch_live(st) ? batch_piece(st, b, c, &piece, &total) : 0;
@@ -694,17 +711,24 @@ void nl__conn_flush_dirty(nl__conn_loop_t *st)
 
 static void out_check_high_water(nl_conn_t *c, size_t before)
 {
-    if (c->high_water == 0 || !c->cbs->on_high_water || c->state == NL_CONN_DISCONNECTED)
+    if (c->high_water == 0 || !c->desc->cbs->on_high_water || c->state == NL_CONN_DISCONNECTED)
         return;
     size_t now = nl__conn_queued(c);
     if (before < c->high_water && now >= c->high_water)
-        c->cbs->on_high_water(c, now);
+        c->desc->cbs->on_high_water(c, now);
 }
 
 /* Writes straight to the socket. Returns bytes written (0 when the socket is full), or a
  * negative errno for a dead connection. */
 static ssize_t out_write_direct(nl_conn_t *c, const void *data, size_t len)
 {
+    if (c->flags & NL__CONN_TP_WRITE) {
+        struct iovec iov = {(void *)data, len};
+        ssize_t n = out_tp_writev(c, &iov, 1, len);
+        if (n >= 0)
+            nl__conn_st(c)->stats.bytes_out += (uint64_t)n;
+        return n == -EAGAIN ? 0 : n;
+    }
     for (;;) {
         ssize_t n = send(c->io.fd, data, len, MSG_NOSIGNAL | MSG_DONTWAIT);
         if (n >= 0) {
@@ -735,7 +759,7 @@ static int out_send(nl_conn_t *c, const void *data, size_t len, bool is_now)
     if (owned >= limit || len > limit - owned)
         return -ENOBUFS;
     size_t before = nl__conn_queued(c);
-    bool is_idle = before == 0 && !(c->flags & NL__CONN_WRITE_ARMED);
+    bool is_idle = nl__conn_out_is_empty(c) && !(c->flags & NL__CONN_WRITE_ARMED);
     size_t done = 0;
     if (is_idle && is_now) {
         ssize_t n = out_write_direct(c, data, len);
@@ -746,9 +770,9 @@ static int out_send(nl_conn_t *c, const void *data, size_t len, bool is_now)
         done = (size_t)n;
         if (done == len) {
             /* Owed, not called here: a sender inside on_write_complete would recurse. */
-            if (c->cbs->on_write_complete) {
+            if (c->desc->cbs->on_write_complete) {
                 c->flags |= NL__CONN_WC_PENDING;
-                (void)conn_mark_dirty(c);
+                (void)nl__conn_mark_dirty(c);
             }
             return 0;
         }
@@ -756,7 +780,7 @@ static int out_send(nl_conn_t *c, const void *data, size_t len, bool is_now)
     /* Later: on the dirty list before anything is queued, so queued bytes always have a flush
      * or the socket's readiness coming (the invariant at the top). */
     bool is_marking = is_idle && !is_now && c->u.dirty_idx == NL__CONN_NO_IDX;
-    if (is_marking && conn_mark_dirty(c) < 0)
+    if (is_marking && nl__conn_mark_dirty(c) < 0)
         return -ENOMEM;
     /* Most queued sends are small answers released by the next flush: a first buffer sized to
      * fit (see nl_buf_reserve), not 1 KiB. */
@@ -800,7 +824,7 @@ int nl_conn_send_block_ref(nl_conn_t *c, nl_block_t *b)
     }
     if (bq_reserve(c) < 0)
         return -ENOMEM;
-    if (!(c->flags & NL__CONN_WRITE_ARMED) && conn_mark_dirty(c) < 0)
+    if (!(c->flags & NL__CONN_WRITE_ARMED) && nl__conn_mark_dirty(c) < 0)
         return -ENOMEM;
     size_t before = nl__conn_queued(c);
     bq_push(c, b);

@@ -44,10 +44,10 @@
 /* What a connection needs from its server. Immutable after nl_server_new apart from the
  * counters; shared across threads by reference count. */
 typedef struct server_shared_s {
-    uint64_t refs; /* atomic */
-    const nl_conn_cbs_t *cbs;
+    /* Callbacks, arg and transport of every connection, which each hold a reference, as do
+     * the server and each accepted socket in flight to an IO loop; the last one frees this. */
+    nl__conn_desc_t desc;
     nl_server_accept_cb on_accept;
-    void *arg;
     size_t high_water_bytes;
     size_t max_input_bytes;
     int max_fd;         /* accepted descriptors at or above it count as exhaustion; 0: none */
@@ -92,10 +92,14 @@ typedef struct handoff_s {
     int fd;
 } handoff_t;
 
+static void shared_release(nl__conn_desc_t *d)
+{
+    free((server_shared_t *)((char *)d - offsetof(server_shared_t, desc)));
+}
+
 static void shared_unref(server_shared_t *sh)
 {
-    if (__atomic_sub_fetch(&sh->refs, 1, __ATOMIC_ACQ_REL) == 0)
-        free(sh);
+    nl__conn_desc_unref(&sh->desc);
 }
 
 static void stat_add(uint64_t *counter)
@@ -108,14 +112,13 @@ static void stat_add(uint64_t *counter)
 /* On the IO loop's thread: the accept callback may refuse, then the connection is made. */
 static void server_conn_accepted(nl_loop_t *loop, server_shared_t *sh, int fd)
 {
-    if (sh->on_accept && !sh->on_accept(loop, fd, sh->arg)) {
+    if (sh->on_accept && !sh->on_accept(loop, fd, sh->desc.arg)) {
         stat_add(&sh->refused);
         close(fd);
         return;
     }
     nl__conn_setup_t setup = {
-        .cbs = sh->cbs,
-        .ctx = sh->arg,
+        .desc = &sh->desc,
         .high_water_bytes = sh->high_water_bytes,
         .max_input_bytes = sh->max_input_bytes,
     };
@@ -161,7 +164,7 @@ static void server_dispatch(listener_t *lis, int fd)
     h->shared = s->shared;
     h->loop = target;
     h->fd = fd;
-    __atomic_add_fetch(&s->shared->refs, 1, __ATOMIC_RELAXED);
+    nl__conn_desc_ref(&s->shared->desc);
     if (nl_loop_post(target, server_handoff_run, h) < 0) {
         NL_LOG(NL_WARN, "accept_failed", "fd=%d err=%s", fd, nl_strerror(-ENOMEM));
         close(fd);
@@ -494,10 +497,9 @@ int nl_server_new(nl_server_t **out, const nl_server_opts_t *opts)
     if (err < 0)
         return err;
     server_shared_t *sh = s->shared;
-    sh->refs = 1;
-    sh->cbs = opts->cbs;
+    nl__conn_desc_init(&sh->desc, opts->cbs, opts->arg, opts->transport, opts->transport_arg);
+    sh->desc.release = shared_release;
     sh->on_accept = opts->on_accept;
-    sh->arg = opts->arg;
     sh->high_water_bytes = opts->high_water_bytes;
     sh->max_input_bytes = opts->max_input_bytes;
     sh->max_fd = opts->max_fd;

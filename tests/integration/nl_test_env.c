@@ -66,6 +66,8 @@ void test_env_serve_opts(test_env_t *e, size_t threads, const nl_conn_cbs_t *cbs
         .arg = e,
         .high_water_bytes = hw_bytes,
         .reuseport = is_reuseport,
+        .transport = e->transport,
+        .transport_arg = e->transport_arg,
     };
     assert_int_equal(nl_server_new(&e->srv, &so), 0);
     assert_int_not_equal(nl_server_port(e->srv), 0);
@@ -85,6 +87,8 @@ nl_client_t *test_env_client(test_env_t *e, const nl_conn_cbs_t *cbs, void *arg)
         .max_attempts = 3,
         .cbs = cbs,
         .arg = arg,
+        .transport = e->transport,
+        .transport_arg = e->transport_arg,
     };
     nl_client_t *cl;
     assert_int_equal(nl_client_new(&cl, e->loop, &o), 0);

@@ -43,6 +43,9 @@ struct test_env_s {
     nl_server_t *srv;
     uint64_t srv_closed; /* server-side on_close count, main thread */
     void *test;          /* the running test's state */
+    /* The transport the server and clients made from now on use (NULL: plain TCP). */
+    const nl_transport_t *transport;
+    void *transport_arg;
 };
 
 /* cmocka fixtures: a fresh main loop and deadline per test; stops the server and threads. */

@@ -15,6 +15,7 @@
 
 #include "netlib/nl_conn.h"
 #include "netlib/nl_loop.h"
+#include "netlib/nl_transport.h"
 
 typedef struct nl_client_s nl_client_t;
 
@@ -35,6 +36,11 @@ typedef struct nl_client_opts_s {
     const nl_conn_cbs_t *cbs;    /* for the connection; must outlive the client */
     nl_client_retry_cb on_retry;
     void *arg;                   /* read back with nl_client_arg */
+    /* The connection's transport (nl_transport.h) and its open arg; NULL is plain TCP. An
+     * attempt is the connect and the handshake: a handshake that fails counts as a failed
+     * attempt (on_retry, back-off) and the connection gets neither on_connected nor on_close. */
+    const nl_transport_t *transport;
+    void *transport_arg;
 } nl_client_opts_t;
 
 /* Returns: 0; -ENOMEM; -EINVAL for a bad address. Thread: owner. */

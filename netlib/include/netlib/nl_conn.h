@@ -1,9 +1,13 @@
 /*
  * nl_conn: a TCP connection owned by one loop (muduo TcpConnection, Redis connection).
  *
- * States: CONNECTING -> CONNECTED -> DISCONNECTING (shutdown requested, output draining)
- * -> DISCONNECTED. Connections are created by netlib only (nl_server accepts, nl_client
- * connects) and freed by netlib only, after on_close.
+ * States: CONNECTING (its transport's handshake runs: nl_transport.h) -> CONNECTED ->
+ * DISCONNECTING (shutdown requested, output draining) -> DISCONNECTED. Connections are
+ * created by netlib only (nl_server accepts, nl_client connects) and freed by netlib only,
+ * after on_close. on_connected and on_close pair up: a connection closed before its
+ * handshake finished gets neither.
+ * I/O goes through the transport of its server or client (nl_transport.h): plain TCP unless
+ * one was given, and whatever is said below of the socket is said of plain TCP.
  *
  * Input: each readiness does one nl_buf_read_fd into the input buffer, then calls on_message
  * with it; the callback consumes what it can (nl_buf_retrieve) and leaves partial frames.
@@ -86,8 +90,10 @@ void *nl_conn_ctx(const nl_conn_t *c);
 void nl_conn_set_data(nl_conn_t *c, void *data);
 void *nl_conn_data(const nl_conn_t *c);
 
-/* Replaces the callbacks (e.g. after a handshake). cbs must outlive the connection. */
-void nl_conn_set_cbs(nl_conn_t *c, const nl_conn_cbs_t *cbs);
+/* Replaces this connection's callbacks (e.g. after a protocol switch); the others of its
+ * server or client keep theirs. cbs must outlive the connection. Returns: 0; -ENOMEM (the
+ * callbacks are unchanged). Thread: owner. */
+int nl_conn_set_cbs(nl_conn_t *c, const nl_conn_cbs_t *cbs);
 
 /* Sends len bytes: written straight to the socket when nothing is queued, the rest copied into
  * the output buffer. Returns: 0; -ENOTCONN when not CONNECTED; -ENOBUFS when the output
@@ -179,16 +185,17 @@ typedef struct nl_conn_loop_stats_s {
 } nl_conn_loop_stats_t;
 void nl_conn_get_loop_stats(nl_loop_t *loop, nl_conn_loop_stats_t *out);
 
-/* Batched sends (on by default): a flush that writes to several connections hands their
- * writes (one piece, or small pieces copied into one) to the kernel in one system call per
- * 256 connections (io_uring) instead of one each; large multi-piece writes go one by one.
- * Where the kernel lacks io_uring (or its send operation, before Linux 5.6) or forbids it, the
- * loop logs batch_sends_unavailable once and sends one by one; a shortage of memory or
- * descriptors at setup logs batch_sends_retry and is retried after 10 s, doubling up to
- * 10 min. Bytes, order and callbacks are the same either way. Turning it on sets the ring up
- * at once (by default it is set up by the first flush that needs it): a server should, at
- * start, so that the ring's descriptor is not sought later, at the process's limit.
- * Thread: loop's owner. */
+/* Batched sends (on by default): a flush that writes to several plain connections (or ones
+ * whose transport turned fd writes on, nl_transport.h) hands their writes (one piece, or small
+ * pieces copied into one) to the kernel in one system call per 256 connections (io_uring)
+ * instead of one each; large multi-piece writes go one by one. Where the kernel lacks io_uring
+ * (or its send operation, before Linux 5.6) or forbids it, the loop logs
+ * batch_sends_unavailable once, reports batch_unavailable in its stats, and sends one by one;
+ * a shortage of memory or descriptors at setup logs batch_sends_retry and is retried after
+ * 10 s, doubling up to 10 min. Bytes, order and callbacks are the same either way. Turning it
+ * on sets the ring up at once (by default it is set up by the first flush that needs it): a
+ * server should, at start, so that the ring's descriptor is not sought later, at the
+ * process's limit. Thread: loop's owner. */
 void nl_conn_set_batch_sends(nl_loop_t *loop, bool on);
 
 /* Writes the queued output of every connection of loop now, as the loop's own before-sleep

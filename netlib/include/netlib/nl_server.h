@@ -24,6 +24,7 @@
 
 #include "netlib/nl_conn.h"
 #include "netlib/nl_loop.h"
+#include "netlib/nl_transport.h"
 
 typedef struct nl_server_s nl_server_t;
 
@@ -50,6 +51,11 @@ typedef struct nl_server_opts_s {
      * client backs off instead of reconnecting at once. Copied; at most NL_SERVER_REFUSAL_MAX. */
     const void *refusal;
     size_t refusal_len;
+    /* The connections' transport (TLS, WebSocket: nl_transport.h) and its open arg; NULL is
+     * plain TCP. Both must outlive the server and its connections. The refusal above is
+     * plain bytes on the socket, whatever the transport. */
+    const nl_transport_t *transport;
+    void *transport_arg;
 } nl_server_opts_t;
 
 #define NL_SERVER_REFUSAL_MAX 128
