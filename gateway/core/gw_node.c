@@ -15,13 +15,11 @@
 
 #include <errno.h>
 #include <inttypes.h>
-#include <limits.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include "gw_config.h"
@@ -29,6 +27,7 @@
 #include "gw_engine_redis.h"
 #include "gw_node_int.h"
 #include "gw_session.h"
+#include "gw_transport.h"
 #include "netlib/nl_common.h"
 #include "netlib/nl_log.h"
 #include "proto_frame.h"
@@ -245,28 +244,6 @@ static int node_start_loops(gw_node_t *node)
     return 0;
 }
 
-/* Descriptors kept from client connections for the rest of the process: the admin server's
- * connections (libmicrohttpd's limit, 64), its listener and a few to spare. Without them a
- * crowd of clients up to RLIMIT_NOFILE left libmicrohttpd unable to accept its first
- * connection, which it answers by busy-waiting: a whole core, a log line per try (2.1 million
- * lines in 5 s) and no answer to /healthz until clients left. At most a quarter of a small
- * limit, so that a node under a tiny RLIMIT_NOFILE still takes clients. */
-#define NODE_FD_RESERVE 80
-
-/* The lowest descriptor number a client connection may not have (nl_server's max_fd), or 0
- * when RLIMIT_NOFILE is unknown or unlimited. */
-static int node_client_fd_line(void)
-{
-    struct rlimit rl;
-    if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY ||
-        rl.rlim_cur > (rlim_t)INT_MAX)
-        return 0;
-    int limit = (int)rl.rlim_cur;
-    int reserve = NODE_FD_RESERVE < limit / 4 ? NODE_FD_RESERVE : limit / 4;
-    NL_LOG(NL_INFO, "fd_reserve", "nofile=%d reserved=%d", limit, reserve);
-    return limit - reserve;
-}
-
 /* Disconnect{SERVER_FULL}, delimited, into out: what nl_server sends to a client it closes
  * for want of descriptors, as max_connections does to the ones over it, so the client waits
  * for the hint instead of reconnecting at once. Returns its length; 0 if it cannot be made. */
@@ -296,29 +273,25 @@ static int node_start_server(gw_node_t *node)
     node->conn_high_water_bytes = cfg->output_high_water_bytes;
     /* A whole frame of the largest size, its prefix, and a little slack. */
     node->conn_max_input_bytes = cfg->max_frame_bytes + PROTO_VARINT_MAX_BYTES + 64;
-    nl_server_opts_t opts = {
+    gw_listener_opts_t opts = {
+        .name = "client",
         .host = cfg->listen_host,
         .port = cfg->listen_port,
+        .reuseport = cfg->is_reuseport,
         .accept_loop = node->main_loop,
         .io_loops = node->io_loops,
-        .io_loop_count = node->n_loops,
-        .reuseport = cfg->is_reuseport,
+        .n_io_loops = node->n_loops,
         .cbs = &gw_session_conn_cbs,
         .arg = node,
         .high_water_bytes = node->conn_high_water_bytes,
         .max_input_bytes = node->conn_max_input_bytes,
-        .max_fd = node_client_fd_line(),
         .refusal = refusal,
         .refusal_len = node_refusal(refusal, sizeof(refusal)),
     };
-    int err = nl_server_new(&node->server, &opts);
-    if (err < 0) {
-        NL_LOG(NL_ERROR, "listen_failed", "host=%s port=%u err=%s", cfg->listen_host,
-               cfg->listen_port, nl_strerror(err));
-        return err;
-    }
-    node->port = nl_server_port(node->server);
-    return nl_server_start(node->server);
+    int err = gw_listener_new(&node->server, &opts);
+    if (err == 0)
+        node->port = nl_server_port(node->server);
+    return err;
 }
 
 /* io_threads, or 0 for one loop per CPU herald may run on: its affinity set, which a cpuset,
