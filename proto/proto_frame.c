@@ -117,6 +117,11 @@ static size_t varint_put(uint8_t *p, uint64_t v)
     return n;
 }
 
+size_t proto_varint_put(uint8_t out[PROTO_VARINT_MAX_BYTES], uint64_t v)
+{
+    return varint_put(out, v);
+}
+
 /* Reads a varint of at most max_bytes bytes. Returns the bytes used, 0 when it does not end
  * within max_bytes or the available input. */
 static size_t varint_get(const uint8_t *p, size_t avail, size_t max_bytes, uint64_t *v)
@@ -563,6 +568,26 @@ int proto_frame_append(nl_buf_t *out, const Herald__Frame *f)
         return rc;
     frame_pack(f, body, (uint8_t *)nl_buf_begin_write(out));
     nl_buf_has_written(out, total);
+    return 0;
+}
+
+int proto_frame_append_prefixed(nl_buf_t *out, const Herald__Frame *f, proto_prefix_cb prefix)
+{
+    if (!prefix)
+        return proto_frame_append(out, f);
+    size_t body = protobuf_c_message_get_packed_size(&f->base);
+    if (body > UINT32_MAX)
+        return -EMSGSIZE;
+    uint8_t head[PROTO_PREFIX_MAX];
+    size_t head_len = prefix(head, body);
+    int rc = nl_buf_ensure_writable(out, head_len + body);
+    if (rc < 0)
+        return rc;
+    uint8_t *dst = (uint8_t *)nl_buf_begin_write(out);
+    memcpy(dst, head, head_len);
+    size_t packed = protobuf_c_message_pack(&f->base, dst + head_len);
+    NL_ASSERT(packed == body);
+    nl_buf_has_written(out, head_len + body);
     return 0;
 }
 

@@ -105,6 +105,20 @@ nl_block_t *proto_frame_block(const Herald__Frame *f);
  * Thread: any. Ownership: push is only read; the caller owns the returned reference. */
 nl_block_t *proto_push_block(const Herald__Push *push);
 
+/* Writes the header of a frame whose body (the packed Frame) is body_len bytes into out and
+ * returns its length, at most PROTO_PREFIX_MAX: the varint prefix of the TCP stream, or another
+ * transport's framing (a WebSocket frame header). */
+#define PROTO_PREFIX_MAX 14
+typedef size_t (*proto_prefix_cb)(uint8_t *out, size_t body_len);
+
+/* As proto_frame_append, with prefix's header in place of the varint (NULL: the varint).
+ * Returns: as proto_frame_append. Thread: any. */
+int proto_frame_append_prefixed(nl_buf_t *out, const Herald__Frame *f, proto_prefix_cb prefix);
+
+/* Writes v as a protobuf varint (a frame's length prefix) into out and returns its length.
+ * Thread: any. */
+size_t proto_varint_put(uint8_t out[PROTO_VARINT_MAX_BYTES], uint64_t v);
+
 /* Writes epoch as the wire shows it, 16 lower-case hex digits, and a NUL into out (17 bytes).
  * Thread: any. */
 void proto_epoch_str(uint64_t epoch, char out[17]);

@@ -263,6 +263,83 @@ static void render_presence(gw_metrics_t *w, const totals_t *t, const gw_stats_s
                      (double)t->engine.last_seen_records);
 }
 
+/* One counter or gauge family over the listeners that exist: field picks the figure. */
+static void render_per_listener(gw_metrics_t *w, const gw_stats_snapshot_t *snap, const char *name,
+                                const char *help, bool is_gauge,
+                                uint64_t (*field)(const gw_transport_stats_t *t))
+{
+    static const char *const listeners[2] = {"tcp", "ws"};
+    for (int i = 0; i < 2; i++) {
+        if (!snap->has_listener[i])
+            continue;
+        const char *const labels[] = {"listener", listeners[i], NULL};
+        uint64_t v = field(&snap->listeners[i]);
+        if (is_gauge)
+            gw_metrics_gauge(w, name, help, labels, (double)v);
+        else
+            gw_metrics_counter(w, name, help, labels, v);
+    }
+}
+
+static uint64_t tp_handshaking(const gw_transport_stats_t *t)
+{
+    return t->handshaking;
+}
+
+static uint64_t tp_handshakes(const gw_transport_stats_t *t)
+{
+    return t->handshakes;
+}
+
+static uint64_t tp_pings(const gw_transport_stats_t *t)
+{
+    return t->ws_pings;
+}
+
+static uint64_t tp_renegotiations(const gw_transport_stats_t *t)
+{
+    return t->tls_renegotiations;
+}
+
+static uint64_t tp_ktls(const gw_transport_stats_t *t)
+{
+    return t->tls_ktls;
+}
+
+/* The listeners' TLS and WebSocket figures, labelled by listener (tcp, ws). */
+static void render_transport(gw_metrics_t *w, const gw_stats_snapshot_t *snap)
+{
+    static const char *const listeners[2] = {"tcp", "ws"};
+    render_per_listener(w, snap, "herald_transport_handshaking",
+                        "Connections in their TLS or WebSocket handshake now.", true,
+                        tp_handshaking);
+    render_per_listener(w, snap, "herald_transport_handshakes_total",
+                        "TLS or WebSocket handshakes done.", false, tp_handshakes);
+    for (int i = 0; i < 2; i++) {
+        for (int r = 0; snap->has_listener[i] && r < GW_HS_FAIL_REASONS; r++)
+            gw_metrics_counter(w, "herald_transport_handshake_failures_total",
+                               "TLS or WebSocket handshakes that failed, by reason.",
+                               (const char *const[]){"listener", listeners[i], "reason",
+                                                     gw_hs_fail_str((gw_hs_fail_t)r), NULL},
+                               snap->listeners[i].handshake_failures[r]);
+    }
+    for (int i = 0; i < 2; i++) {
+        for (int e = 0; snap->has_listener[i] && e < GW_WS_ERRS; e++)
+            gw_metrics_counter(w, "herald_ws_protocol_errors_total",
+                               "WebSocket connections closed for a client's protocol error.",
+                               (const char *const[]){"listener", listeners[i], "error",
+                                                     gw_ws_err_str((gw_ws_err_t)e), NULL},
+                               snap->listeners[i].ws_errors[e]);
+    }
+    render_per_listener(w, snap, "herald_ws_pings_total", "WebSocket pings answered.", false,
+                        tp_pings);
+    render_per_listener(w, snap, "herald_tls_renegotiations_total",
+                        "TLS renegotiations refused (the connection closed).", false,
+                        tp_renegotiations);
+    render_per_listener(w, snap, "herald_tls_ktls_connections_total",
+                        "TLS connections whose writes the kernel encrypts (kTLS).", false, tp_ktls);
+}
+
 static void render_pool(gw_metrics_t *w, const gw_stats_snapshot_t *snap)
 {
     const nl_pool_stats_t *p = &snap->pool;
@@ -308,6 +385,7 @@ int gw_admin_render(const gw_stats_snapshot_t *snap, const gw_engine_t *engine,
     if (engine->ops->metrics)
         engine->ops->metrics(engine, &w);
     render_presence(&w, t, snap);
+    render_transport(&w, snap);
     render_pool(&w, snap);
     gw_metrics_counter(&w, "herald_admin_requests_total", "Admin HTTP requests.", NULL,
                        http->requests);

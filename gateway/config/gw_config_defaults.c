@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "gw_channel.h"
 #include "gw_config.h"
@@ -51,6 +52,7 @@ void gw_config_init(gw_config_t *cfg)
     cfg->redis_timeout_ms = 2000;
     cfg->redis_max_pending = 10000;
     cfg->log_level = NL_INFO;
+    cfg->is_tls_ktls = true;
 }
 
 __attribute__((format(printf, 3, 4))) static int problem(FILE *err, bool is_error, const char *fmt,
@@ -96,6 +98,31 @@ static int validate_previous_secrets(const gw_config_t *cfg, FILE *err)
     return n;
 }
 
+/* [websocket] listen and [tls]: an address that parses, on a port of its own; both TLS files
+ * or neither, readable. Returns the number of errors. */
+static int validate_listeners(const gw_config_t *cfg, FILE *err)
+{
+    int n = 0;
+    if (cfg->ws_listen[0]) {
+        char host[GW_CONFIG_HOST_MAX];
+        uint16_t port;
+        if (gw_config_parse_hostport(cfg->ws_listen, host, sizeof(host), &port) != 0)
+            n += problem(err, true, "[websocket] listen '%s' is not HOST:PORT", cfg->ws_listen);
+        else if (port != 0 &&
+                 (port == cfg->listen_port || (cfg->is_admin_enabled && port == cfg->admin_port)))
+            n += problem(err, true, "[websocket] listen's port %u is another listener's", port);
+    }
+    bool has_cert = cfg->tls_cert_file[0] != '\0';
+    bool has_key = cfg->tls_key_file[0] != '\0';
+    if (has_cert != has_key)
+        n += problem(err, true, "[tls] needs both cert_file and key_file (or neither)");
+    if (has_cert && access(cfg->tls_cert_file, R_OK) != 0)
+        n += problem(err, true, "[tls] cert_file %s: %s", cfg->tls_cert_file, strerror(errno));
+    if (has_key && access(cfg->tls_key_file, R_OK) != 0)
+        n += problem(err, true, "[tls] key_file %s: %s", cfg->tls_key_file, strerror(errno));
+    return n;
+}
+
 int gw_config_validate(const gw_config_t *cfg, FILE *err)
 {
     int n = 0;
@@ -132,6 +159,7 @@ int gw_config_validate(const gw_config_t *cfg, FILE *err)
                      GW_CONFIG_REDIS_SERVERS_MAX, n_servers == -E2BIG ? "too many" : "bad item");
     else if (n_servers == 0 && cfg->engine == GW_ENGINE_REDIS)
         n += problem(err, true, "engine redis needs [engine] redis servers");
+    n += validate_listeners(cfg, err);
     if (cfg->is_admin_enabled && cfg->admin_api_key[0] == '\0')
         problem(err, false, "no admin api_key: the admin port answers /healthz only");
     if (cfg->is_insecure)

@@ -154,6 +154,7 @@ static void node_apply_reload(gw_node_t *node, const gw_config_t *old, const gw_
 {
     if (cfg->log_level != old->log_level)
         nl_log_set_level((nl_log_level_t)cfg->log_level);
+
     for (uint32_t i = 0; i < node->n_parts; i++)
         if (node->parts[i].on_reload)
             node->parts[i].on_reload(node->parts[i].arg, old, cfg);
@@ -168,11 +169,36 @@ static void node_reload_applied(void *arg)
     free(r);
 }
 
+/* SIGHUP reads the certificate files again whether or not their names changed (a rotation
+ * replaces the files in place): handshakes from now on use what they hold. */
+static void node_reload_tls(gw_node_t *node, const gw_config_t *cfg)
+{
+    if (!node->tls)
+        return;
+    char why[256];
+    gw_tls_opts_t opts = {
+        .cert_file = cfg->tls_cert_file,
+        .key_file = cfg->tls_key_file,
+        .is_ktls = cfg->is_tls_ktls,
+    };
+    char q[NL_LOG_QUOTE_MAX];
+    if (!cfg->tls_cert_file[0] || gw_tls_reload(node->tls, &opts, why, sizeof(why)) < 0)
+        NL_LOG(NL_ERROR, "tls_reload_failed", "msg=%s",
+               cfg->tls_cert_file[0] ? nl_log_quote(q, sizeof(q), why, strlen(why))
+                                     : "\"TLS cannot be turned off by a reload\"");
+    else
+        NL_LOG(NL_INFO, "tls_reloaded", "cert=%s",
+               nl_log_quote(q, sizeof(q), cfg->tls_cert_file, strlen(cfg->tls_cert_file)));
+}
+
 int gw_node_reload(gw_node_t *node)
 {
     gw_config_reload_t r;
     int rc = gw_config_reload(node->snap, &node->src, &r);
-    if (rc < 0 || !r.snap)
+    if (rc < 0)
+        return rc;
+    node_reload_tls(node, r.snap ? &r.snap->cfg : &node->snap->cfg);
+    if (!r.snap)
         return rc;
     gw_config_reload_t *report = malloc(sizeof(*report));
     if (!report) {
@@ -188,6 +214,11 @@ int gw_node_reload(gw_node_t *node)
     gw_config_snap_t *running = gw_config_snap_ref(node->snap);
     node_apply_reload(node, &running->cfg, &r.snap->cfg);
     const gw_config_t *wanted = &r.snap->cfg;
+    /* A WebSocket message may be as large as the session's decoder takes (never less than
+     * what a connected client was told). */
+    if (node->listeners[GW_NODE_LISTEN_WS])
+        gw_listener_set_max_message(node->listeners[GW_NODE_LISTEN_WS],
+                                    (uint32_t)r.snap->frame_limit_bytes);
     rc = gw_node_config_replace(node, gw_config_snap_ref(r.snap), node_reload_applied, report);
     if (rc < 0) {
         node_apply_reload(node, wanted, &running->cfg);
@@ -266,32 +297,89 @@ static size_t node_refusal(uint8_t *out, size_t cap)
     return len;
 }
 
-static int node_start_server(gw_node_t *node)
+/* The TLS context both listeners share, when [tls] names a certificate. */
+static int node_start_tls(gw_node_t *node)
 {
     const gw_config_t *cfg = &node->snap->cfg;
+    if (!cfg->tls_cert_file[0])
+        return 0;
+    char why[256];
+    gw_tls_opts_t opts = {
+        .cert_file = cfg->tls_cert_file,
+        .key_file = cfg->tls_key_file,
+        .is_ktls = cfg->is_tls_ktls,
+    };
+    int err = gw_tls_new(&node->tls, &opts, why, sizeof(why));
+    if (err < 0) {
+        char q[NL_LOG_QUOTE_MAX];
+        NL_LOG(NL_ERROR, "tls_failed", "msg=%s", nl_log_quote(q, sizeof(q), why, strlen(why)));
+        return err;
+    }
+    if (cfg->is_tls_ktls && !gw_tls_kernel_offers_ktls())
+        NL_LOG(NL_INFO, "ktls_unavailable",
+               "msg=\"the kernel offers no TLS offload: OpenSSL "
+               "encrypts in user space\"");
+    return 0;
+}
+
+static int node_start_listener(gw_node_t *node, int which, const char *host, uint16_t port)
+{
+    const gw_config_t *cfg = &node->snap->cfg;
+    bool is_ws = which == GW_NODE_LISTEN_WS;
     uint8_t refusal[NL_SERVER_REFUSAL_MAX];
-    node->conn_high_water_bytes = cfg->output_high_water_bytes;
-    /* A whole frame of the largest size, its prefix, and a little slack. */
-    node->conn_max_input_bytes = cfg->max_frame_bytes + PROTO_VARINT_MAX_BYTES + 64;
+    node->listen_ctx[which] = (gw_node_listen_ctx_t){.node = node, .is_ws = is_ws};
+    gw_ws_opts_t ws = {.allowed_origins = cfg->ws_allowed_origins};
     gw_listener_opts_t opts = {
-        .name = "client",
-        .host = cfg->listen_host,
-        .port = cfg->listen_port,
+        .name = is_ws ? "ws" : "tcp",
+        .kind = is_ws ? GW_LISTENER_WS : GW_LISTENER_TCP,
+        .tls = node->tls,
+        .ws = &ws,
+        .host = host,
+        .port = port,
         .reuseport = cfg->is_reuseport,
         .accept_loop = node->main_loop,
         .io_loops = node->io_loops,
         .n_io_loops = node->n_loops,
         .cbs = &gw_session_conn_cbs,
-        .arg = node,
+        .arg = &node->listen_ctx[which],
         .high_water_bytes = node->conn_high_water_bytes,
         .max_input_bytes = node->conn_max_input_bytes,
+        .max_message_bytes = (uint32_t)node->snap->frame_limit_bytes,
+        .handshake_timeout_ms = cfg->connect_timeout_ms,
         .refusal = refusal,
-        .refusal_len = node_refusal(refusal, sizeof(refusal)),
+        .refusal_len = is_ws ? 0 : node_refusal(refusal, sizeof(refusal)),
     };
-    int err = gw_listener_new(&node->server, &opts);
+    return gw_listener_new(&node->listeners[which], &opts);
+}
+
+static int node_start_server(gw_node_t *node)
+{
+    const gw_config_t *cfg = &node->snap->cfg;
+    node->conn_high_water_bytes = cfg->output_high_water_bytes;
+    /* A whole frame of the largest size, its prefix, and a little slack. */
+    node->conn_max_input_bytes = cfg->max_frame_bytes + PROTO_VARINT_MAX_BYTES + 64;
+    int err = node_start_tls(node);
+    if (err == 0 && cfg->ws_listen[0]) {
+        char host[GW_CONFIG_HOST_MAX];
+        uint16_t port = 0;
+        err =
+            gw_config_parse_hostport(cfg->ws_listen, host, sizeof(host), &port) == 0 ? 0 : -EINVAL;
+        if (err == 0)
+            err = node_start_listener(node, GW_NODE_LISTEN_WS, host, port);
+        if (err == 0)
+            node->ws_port = gw_listener_port(node->listeners[GW_NODE_LISTEN_WS]);
+    }
     if (err == 0)
-        node->port = nl_server_port(node->server);
+        err = node_start_listener(node, GW_NODE_LISTEN_TCP, cfg->listen_host, cfg->listen_port);
+    if (err == 0)
+        node->port = gw_listener_port(node->listeners[GW_NODE_LISTEN_TCP]);
     return err;
+}
+
+void gw_node_close_listeners(gw_node_t *node)
+{
+    for (int i = 0; i < GW_NODE_LISTENERS; i++)
+        gw_listener_close(node->listeners[i]);
 }
 
 /* io_threads, or 0 for one loop per CPU herald may run on: its affinity set, which a cpuset,
@@ -426,14 +514,16 @@ int gw_node_listen(gw_node_t *node)
         NL_LOG(NL_WARN, "insecure_mode",
                "msg=\"tokens are NOT verified: any client may connect as any user; demos and "
                "tests only\"");
-    char parts[96] = "";
+    char parts[128] = "";
     size_t used = 0;
+    if (node->ws_port)
+        used += (size_t)snprintf(parts, sizeof(parts), " ws_port=%u", node->ws_port);
     for (uint32_t i = 0; i < node->n_parts && used < sizeof(parts); i++)
         used += (size_t)snprintf(parts + used, sizeof(parts) - used, " %s=%u",
                                  node->parts[i].port_key, node->parts[i].port);
-    NL_LOG(NL_INFO, "listening", "port=%u%s io_threads=%u pinned=%s engine=%s node=%s", node->port,
-           parts, node->n_loops, node_loop_cpu(node, 0) >= 0 ? "yes" : "no",
-           node->engine->ops->name, node->node_id);
+    NL_LOG(NL_INFO, "listening", "port=%u%s io_threads=%u pinned=%s engine=%s node=%s tls=%s",
+           node->port, parts, node->n_loops, node_loop_cpu(node, 0) >= 0 ? "yes" : "no",
+           node->engine->ops->name, node->node_id, node->tls ? "on" : "off");
     return 0;
 }
 
@@ -449,8 +539,7 @@ void gw_node_free(gw_node_t *node)
 {
     if (!node)
         return;
-    if (node->server)
-        nl_server_close(node->server);
+    gw_node_close_listeners(node);
     if (node->pool)
         nl_pool_shutdown(node->pool, NL_POOL_DISCARD);
     /* Only reached with loops still running on a failed start (no sessions yet) or after
@@ -471,6 +560,10 @@ void gw_node_free(gw_node_t *node)
     }
     gw_engine_free(node->engine);
     nl_pool_free(node->pool);
+    /* What the listeners' connections shared: every IO loop has stopped. */
+    for (int i = 0; i < GW_NODE_LISTENERS; i++)
+        gw_listener_free(node->listeners[i]);
+    gw_tls_free(node->tls);
     /* Every thread that could hold a reference has stopped; what the pool or a loop queue
      * still held was dropped as they finished. */
     for (uint32_t i = 0; node->loops && i < node->n_loops; i++)

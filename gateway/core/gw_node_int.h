@@ -17,6 +17,7 @@
 #include "gw_drain.h"
 #include "gw_fanout.h"
 #include "gw_heartbeat.h"
+#include "gw_transport.h"
 #include "gw_core.h"
 #include "gw_state.h"
 #include "netlib/nl_buf.h"
@@ -28,6 +29,15 @@
 #include "netlib/nl_timer.h"
 
 typedef struct gw_loop_s gw_loop_t;
+
+/* The node's client listeners: herald frames over TCP (or TLS), and WebSocket. */
+enum { GW_NODE_LISTEN_TCP = 0, GW_NODE_LISTEN_WS = 1, GW_NODE_LISTENERS = 2 };
+
+/* What a client connection's ctx (nl_conn_ctx) points to: its node, and its framing. */
+typedef struct gw_node_listen_ctx_s {
+    gw_node_t *node;
+    bool is_ws;
+} gw_node_listen_ctx_t;
 
 /* One IO loop's gateway state: what each room keeps per loop, side by side. Only that loop's
  * thread touches it. */
@@ -63,13 +73,18 @@ struct gw_node_s {
     gw_loop_t *loops;
     nl_loop_t **io_loops;
     nl_loop_thread_t **threads;
-    nl_server_t *server;
+    /* The client listeners: tcp, and ws when [websocket] listen is set; their connections'
+     * ctx (nl_conn_ctx) says which. Closed to stop accepting, freed after the IO loops. */
+    gw_listener_t *listeners[GW_NODE_LISTENERS];
+    gw_node_listen_ctx_t listen_ctx[GW_NODE_LISTENERS];
+    gw_tls_t *tls; /* both listeners' TLS ([tls] cert_file and key_file), or NULL */
     nl_pool_t *pool;
     gw_fanout_t hub; /* the IO loops as fan-out and the engine see them */
     gw_engine_host_t host;
     gw_engine_t *engine;
     nl_signal_t *sig;
-    uint16_t port;
+    uint16_t port;    /* the tcp listener's */
+    uint16_t ws_port; /* the ws listener's; 0: none */
     gw_node_part_t parts[GW_NODE_PARTS_MAX];
     uint32_t n_parts;
     /* What nl_server applies to every accepted connection (from the startup config); a
@@ -146,8 +161,14 @@ extern const gw_engine_host_ops_t gw_loop_host_ops;
 /* The accept loop's signal handler: SIGHUP reloads, SIGINT/SIGTERM drain or stop. */
 void gw_node_on_signal(nl_signal_t *s, int signum, void *arg);
 
-/* SIGHUP: loads the config again and puts what changed in place (gw_config.h).
- * Returns: 0; or the reload's error (nothing changed). Thread: main. */
+/* --- gw_node.c -------------------------------------------------------------------------------- */
+
+/* SIGHUP: loads the config again and puts what changed in place (gw_config.h's reload), and
+ * reads the TLS certificate files again. Returns: 0; or the reload's error (nothing changed).
+ * Thread: main. */
 int gw_node_reload(gw_node_t *node);
+
+/* Stops accepting on every listener (idempotent). Thread: main. */
+void gw_node_close_listeners(gw_node_t *node);
 
 #endif

@@ -144,10 +144,7 @@ void gw_node_stop(gw_node_t *node)
     atomic_store(&node->is_ready, false);
     atomic_store(&node->is_draining, false);
     atomic_store(&node->is_stopping, true);
-    if (node->server) {
-        nl_server_close(node->server);
-        node->server = NULL;
-    }
+    gw_node_close_listeners(node);
     for (uint32_t i = 0; i < node->n_parts; i++)
         if (node->parts[i].on_stop)
             node->parts[i].on_stop(node->parts[i].arg);
@@ -254,10 +251,7 @@ static void node_drain_begin(gw_node_t *node, const char *signal_name)
     }
     /* Refused and not ready before the line is logged, so that whoever sees it can rely on
      * both. */
-    if (node->server) {
-        nl_server_close(node->server);
-        node->server = NULL;
-    }
+    gw_node_close_listeners(node);
     atomic_store(&node->is_ready, false);
     atomic_store(&node->is_draining, true);
     node->stop_step = NODE_DRAIN_MARK;

@@ -24,6 +24,7 @@
 #include "gw_engine.h"
 #include "gw_node_int.h"
 #include "gw_session_int.h"
+#include "gw_transport.h"
 #include "netlib/nl_common.h"
 #include "netlib/nl_log.h"
 #include "proto_frame.h"
@@ -104,7 +105,7 @@ static void session_set_closing(gw_session_t *s, gw_close_reason_t reason)
 int gw_session_send(gw_loop_t *lp, gw_session_t *s, const Herald__Frame *f)
 {
     nl_buf_t *b = &lp->scratch;
-    int err = proto_frame_append(b, f);
+    int err = proto_frame_append_prefixed(b, f, s->flags & GW_SESSION_IS_WS ? gw_ws_header : NULL);
     /* Answers wait for the loop's flush, which writes them with the iteration's Pushes in one
      * batch: a burst of publishes from many clients then costs one system call for all their
      * PublishOks rather than one each, and each peer is woken once (seed.sh: herald's CPU 10-30%
@@ -164,6 +165,10 @@ static void session_close_gracefully(gw_loop_t *lp, gw_session_t *s, gw_close_re
     session_set_closing(s, reason);
     if (!is_keeping_subs)
         gw_sub_remove_all(&lp->fo.subs, &s->member);
+    /* On WebSocket the half-close is preceded by a close frame that says the same as the
+     * Disconnect (PROTOCOL.md, WebSocket). */
+    if (s->flags & GW_SESSION_IS_WS)
+        gw_ws_set_close(s->member.conn, (uint16_t)(GW_WS_CLOSE_HERALD_BASE + code), text);
     /* Keep reading (discarding) so the client's hang-up is seen, even if reading was paused
      * for a token verification. */
     nl_conn_resume_read(s->member.conn);
@@ -564,6 +569,11 @@ static void session_on_connected(nl_conn_t *c)
         return;
     }
     s->member.conn = c;
+    const gw_node_listen_ctx_t *ctx = nl_conn_ctx(c);
+    if (ctx && ctx->is_ws) {
+        s->flags |= GW_SESSION_IS_WS;
+        s->member.flags |= GW_SUB_SET_WS;
+    }
     s->state = GW_SESSION_AWAIT_CONNECT;
     s->close_reason = GW_SESSION_NO_REASON;
     nl_conn_set_data(c, s);

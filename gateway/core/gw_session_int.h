@@ -40,6 +40,7 @@ typedef enum gw_session_state_e {
 /* s->flags */
 #define GW_SESSION_IS_AUTHED 0x01u    /* counted in stats.authenticated */
 #define GW_SESSION_ALL_CHANNELS 0x02u /* insecure mode: every channel allowed */
+#define GW_SESSION_IS_WS 0x04u        /* a WebSocket connection: frames in WebSocket framing */
 #define GW_SESSION_DEADLINE_EXP 0x08u /* the wheel deadline is the token's exp, not idleness */
 /* A Connect was answered BUSY (or INTERNAL): the server, not the client, failed it, so the
  * requests pipelined behind it are answered BUSY until the client sends Connect again. */

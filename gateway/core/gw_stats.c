@@ -157,8 +157,14 @@ static void collect_main(void *arg)
 {
     collect_part_t *part = arg;
     collect_t *col = part->col;
-    if (col->node->server)
-        nl_server_get_stats(col->node->server, &col->snap->server);
+    for (int i = 0; i < GW_NODE_LISTENERS; i++) {
+        gw_listener_t *l = col->node->listeners[i];
+        if (!l)
+            continue;
+        gw_listener_server_stats(l, &col->snap->server);
+        gw_listener_stats(l, &col->snap->listeners[i]);
+        col->snap->has_listener[i] = true;
+    }
     /* The node's current config is the main thread's to read. */
     col->snap->max_connections = col->node->snap->cfg.max_connections;
     col->snap->pool_capacity = col->node->snap->cfg.worker_queue_capacity;

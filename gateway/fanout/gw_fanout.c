@@ -28,6 +28,44 @@ struct gw_fanout_batch_s {
 
 static _Thread_local gw_fanout_loop_t *fanout_current;
 
+/* --- frames in two framings ------------------------------------------------------------------ */
+
+nl_block_t *gw_frame_blocks_ws(gw_frame_blocks_t *fb)
+{
+    nl_block_t *ws = atomic_load_explicit(&fb->ws, memory_order_acquire);
+    if (ws)
+        return ws;
+    /* The body follows the varint prefix: bytes with the top bit set, then one without. */
+    const uint8_t *p = nl_block_data(fb->tcp);
+    size_t len = nl_block_len(fb->tcp);
+    size_t prefix = 0;
+    while (prefix < len && (p[prefix] & 0x80))
+        prefix++;
+    prefix++;
+    size_t body = len - prefix;
+    uint8_t hdr[GW_WS_HEADER_MAX];
+    size_t hdr_len = gw_ws_header(hdr, body);
+    nl_block_t *b = nl_block_new(hdr_len + body);
+    if (!b)
+        return NULL;
+    memcpy(nl_block_data(b), hdr, hdr_len);
+    memcpy(nl_block_data(b) + hdr_len, p + prefix, body);
+    nl_block_t *expected = NULL;
+    if (atomic_compare_exchange_strong_explicit(&fb->ws, &expected, b, memory_order_acq_rel,
+                                                memory_order_acquire))
+        return b;
+    nl_block_unref(b); /* another loop built it first */
+    return expected;
+}
+
+void gw_frame_blocks_deinit(gw_frame_blocks_t *fb)
+{
+    nl_block_unref(fb->tcp);
+    nl_block_t *ws = atomic_load_explicit(&fb->ws, memory_order_acquire);
+    if (ws)
+        nl_block_unref(ws);
+}
+
 /* --- messages ----------------------------------------------------------------------------- */
 
 gw_msg_t *gw_msg_new(const char *chan, size_t chan_len, uint32_t hash, uint64_t offset,
@@ -49,11 +87,12 @@ gw_msg_t *gw_msg_new(const char *chan, size_t chan_len, uint32_t hash, uint64_t 
     push.payload.data = (uint8_t *)(uintptr_t)payload; /* packing only reads it */
     push.payload.len = len;
     push.publish_time_ms = publish_time_ms;
-    m->block = proto_push_block(&push);
-    if (!m->block) {
+    m->blocks.tcp = proto_push_block(&push);
+    if (!m->blocks.tcp) {
         free(m);
         return NULL;
     }
+    atomic_init(&m->blocks.ws, NULL);
     atomic_init(&m->refs, 1);
     m->hash = hash;
     m->offset = offset;
@@ -75,7 +114,7 @@ void gw_msg_unref(gw_msg_t *m)
      * (a separate acquire fence would do, but ThreadSanitizer does not model fences). */
     if (atomic_fetch_sub_explicit(&m->refs, 1, memory_order_acq_rel) != 1)
         return;
-    nl_block_unref(m->block);
+    gw_frame_blocks_deinit(&m->blocks);
     free(m);
 }
 

@@ -93,17 +93,33 @@ static void fanout_slow(gw_fanout_loop_t *fl, gw_sub_set_t *set)
     set->flags |= GW_SUB_SET_OFF;
 }
 
-/* Queues b to the n members of e (e may be NULL for a block outside any channel's sequence).
- * Returns how many were queued. */
+/* The WebSocket block of fb for the members from i on, with a reference for each of them taken
+ * at once (the ones not used go back at the end): NULL without memory, in which case those
+ * members get nothing of this message. */
+static nl_block_t *fanout_ws_refs(gw_frame_blocks_t *fb, uint32_t remaining)
+{
+    nl_block_t *ws = gw_frame_blocks_ws(fb);
+    if (ws)
+        nl_block_ref_n(ws, remaining);
+    return ws;
+}
+
+/* Queues fb to the n members of e. Returns how many were queued. */
 static uint64_t fanout_members(gw_fanout_loop_t *fl, const gw_sub_entry_t *e,
-                               gw_sub_set_t *const *members, uint32_t n, nl_block_t *b)
+                               gw_sub_set_t *const *members, uint32_t n, gw_frame_blocks_t *fb)
 {
     uint64_t queued = 0;
     size_t high_water = fl->high_water_bytes;
+    nl_block_t *b = fb->tcp;
     /* One atomic add for every member's reference instead of one per member (perf: the
-     * per-member increment was 4.7% of a broadcasting loop); the unused ones go back below. */
+     * per-member increment was 4.7% of a broadcasting loop); the unused ones go back below.
+     * The WebSocket block likewise, from its first member on. */
     nl_block_ref_n(b, n);
     uint32_t refs_used = 0;
+    nl_block_t *ws = NULL;
+    uint32_t ws_refs = 0;
+    uint32_t ws_used = 0;
+    bool is_ws_tried = false;
     for (uint32_t i = 0; i < n; i++) {
         if (i + DELIVER_AHEAD_SET < n)
             __builtin_prefetch(members[i + DELIVER_AHEAD_SET]);
@@ -124,12 +140,26 @@ static uint64_t fanout_members(gw_fanout_loop_t *fl, const gw_sub_entry_t *e,
         }
         if (__builtin_expect(flags & GW_SUB_SET_DROPPING, 0))
             set->flags = flags & (uint8_t)~GW_SUB_SET_DROPPING;
+        if (__builtin_expect(flags & GW_SUB_SET_WS, 0)) {
+            if (!is_ws_tried) {
+                is_ws_tried = true;
+                ws_refs = n - i;
+                ws = fanout_ws_refs(fb, ws_refs);
+            }
+            if (ws && nl_conn_send_block_ref(c, ws) == 0) {
+                ws_used++;
+                queued++;
+            }
+            continue;
+        }
         if (nl_conn_send_block_ref(c, b) == 0) {
             refs_used++;
             queued++;
         }
     }
     nl_block_unref_n(b, n - refs_used);
+    if (ws)
+        nl_block_unref_n(ws, ws_refs - ws_used);
     /* members is not used past here: the index may change. A closed connection is still
      * allocated until the iteration ends, and so is the session holding the set. */
     for (uint32_t i = 0; i < fl->n_leaving; i++)
@@ -153,7 +183,7 @@ void gw_fanout_deliver(gw_fanout_loop_t *fl, gw_msg_t *m)
         gw_sub_entry_advance(e, m->offset, m->epoch);
     uint32_t n;
     gw_sub_set_t *const *members = gw_sub_entry_members(e, &n);
-    uint64_t queued = fanout_members(fl, e, members, n, m->block);
+    uint64_t queued = fanout_members(fl, e, members, n, &m->blocks);
     fl->stats.deliveries += queued;
     nl_hist_record_local(&fl->stats.latency_ns, nl_now_ns() - m->publish_ns);
     if (queued > 0) /* nothing is written for a message every member dropped */
@@ -164,14 +194,15 @@ bool gw_fanout_deliver_one(gw_fanout_loop_t *fl, gw_sub_set_t *set, gw_msg_t *m)
 {
     if ((set->flags & GW_SUB_SET_OFF) || nl_conn_state(set->conn) != NL_CONN_CONNECTED)
         return false;
-    if (nl_conn_send_block(set->conn, m->block) < 0)
+    nl_block_t *b = set->flags & GW_SUB_SET_WS ? gw_frame_blocks_ws(&m->blocks) : m->blocks.tcp;
+    if (!b || nl_conn_send_block(set->conn, b) < 0)
         return false;
     fl->stats.deliveries++;
     return true;
 }
 
 uint64_t gw_fanout_deliver_event(gw_fanout_loop_t *fl, const char *name, size_t len, uint32_t hash,
-                                 nl_block_t *b, uint64_t skip_conn)
+                                 gw_frame_blocks_t *fb, uint64_t skip_conn)
 {
     gw_sub_entry_t *e = gw_sub_find(&fl->subs, name, len, hash);
     /* No listener here any more (a leave crossed the event), or the loop's join is not
@@ -191,7 +222,8 @@ uint64_t gw_fanout_deliver_event(gw_fanout_loop_t *fl, const char *name, size_t 
             fl->stats.slow_drops++;
             continue;
         }
-        if (nl_conn_send_block(set->conn, b) == 0)
+        nl_block_t *b = set->flags & GW_SUB_SET_WS ? gw_frame_blocks_ws(fb) : fb->tcp;
+        if (b && nl_conn_send_block(set->conn, b) == 0)
             queued++;
     }
     fl->stats.events += queued;

@@ -58,7 +58,7 @@ static void list_append(gw_history_store_t *st, gw_history_t *h, bool is_live)
 
 size_t gw_history_msg_bytes(const gw_msg_t *m)
 {
-    return HISTORY_MSG_OVERHEAD + m->chan_len + 1 + nl_block_len(m->block);
+    return HISTORY_MSG_OVERHEAD + m->chan_len + 1 + nl_block_len(m->blocks.tcp);
 }
 
 void gw_history_store_init(gw_history_store_t *st, uint64_t max_bytes)

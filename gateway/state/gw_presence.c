@@ -148,8 +148,9 @@ gw_event_t *gw_event_new(const char *chan, size_t len, bool is_join, const gw_ev
     Herald__Frame f = HERALD__FRAME__INIT;
     f.body_case = HERALD__FRAME__BODY_PRESENCE_EVENT;
     f.presence_event = &pe;
-    ev->block = proto_frame_block(&f);
-    if (!ev->block) {
+    ev->blocks.tcp = proto_frame_block(&f);
+    atomic_init(&ev->blocks.ws, NULL);
+    if (!ev->blocks.tcp) {
         free(ev);
         return NULL;
     }
@@ -171,12 +172,13 @@ gw_event_t *gw_event_from_frame(const char *chan, size_t len, const void *frame,
     ev->hash = gw_sub_hash(chan, len);
     ev->subject_conn = subject_conn;
     ev->subject_loop = subject_loop;
-    ev->block = nl_block_new(n);
-    if (!ev->block) {
+    ev->blocks.tcp = nl_block_new(n);
+    atomic_init(&ev->blocks.ws, NULL);
+    if (!ev->blocks.tcp) {
         free(ev);
         return NULL;
     }
-    memcpy(nl_block_data(ev->block), frame, n);
+    memcpy(nl_block_data(ev->blocks.tcp), frame, n);
     atomic_init(&ev->refs, 1);
     return ev;
 }
@@ -192,14 +194,14 @@ void gw_event_unref(gw_event_t *ev)
     /* acq_rel, as gw_msg_unref: the last holder sees every other holder's reads done. */
     if (atomic_fetch_sub_explicit(&ev->refs, 1, memory_order_acq_rel) != 1)
         return;
-    nl_block_unref(ev->block);
+    gw_frame_blocks_deinit(&ev->blocks);
     free(ev);
 }
 
-void gw_presence_event_deliver(gw_fanout_loop_t *fl, const gw_event_t *ev)
+void gw_presence_event_deliver(gw_fanout_loop_t *fl, gw_event_t *ev)
 {
     uint64_t skip = ev->subject_loop == fl->index ? ev->subject_conn : 0;
-    (void)gw_fanout_deliver_event(fl, ev->chan, ev->chan_len, ev->hash, ev->block, skip);
+    (void)gw_fanout_deliver_event(fl, ev->chan, ev->chan_len, ev->hash, &ev->blocks, skip);
 }
 
 void gw_presence_event_run(void *arg)

@@ -132,7 +132,8 @@ static inline const char *gw_history_rule_pattern(const gw_history_rules_t *rule
 #define GW_CONFIG_HOST_MAX 256           /* host names and addresses, bytes including the NUL */
 #define GW_CONFIG_SECRET_MAX 512         /* token secret and API key, bytes including the NUL */
 #define GW_CONFIG_NAME_MAX 64            /* node id, bytes including the NUL */
-#define GW_CONFIG_PATH_MAX 4096          /* the config file path */
+#define GW_CONFIG_PATH_MAX 4096          /* the config file path, TLS file paths */
+#define GW_CONFIG_ORIGINS_MAX 2048       /* [websocket] allowed_origins, bytes with the NUL */
 #define GW_CONFIG_SECRET_LIST_MAX 1024   /* previous token secrets, comma-separated, with the NUL */
 #define GW_CONFIG_PREVIOUS_SECRETS_MAX 4 /* secrets in that list */
 #define GW_CONFIG_REDIS_LIST_MAX 1024    /* [engine] redis, with the NUL */
@@ -165,6 +166,17 @@ typedef struct gw_config_s {
     bool is_batch_sends;                  /* default true: io_uring batches a flush's sends */
     char node_id[GW_CONFIG_NAME_MAX];     /* default "": main.c uses the host name */
     uint64_t drain_ms;                    /* default 10 s: SIGTERM disconnect window */
+
+    /* [websocket] */
+    char ws_listen[GW_CONFIG_HOST_MAX + 8]; /* default "": no WebSocket listener; HOST:PORT */
+    /* Origins browsers may connect from: "*", or exact origins, comma-separated; default "":
+     * none (requests without Origin only). */
+    char ws_allowed_origins[GW_CONFIG_ORIGINS_MAX];
+
+    /* [tls] Both files set: the client and WebSocket listeners speak TLS. */
+    char tls_cert_file[GW_CONFIG_PATH_MAX]; /* default "" */
+    char tls_key_file[GW_CONFIG_PATH_MAX];  /* default "" */
+    bool is_tls_ktls;                       /* default true: kernel TLS where offered */
 
     /* [admin] */
     bool is_admin_enabled;                    /* default true */

@@ -19,6 +19,7 @@
 #include "gw_engine.h"
 #include "gw_fanout.h"
 #include "gw_state.h"
+#include "gw_transport.h"
 #include "netlib/nl_conn.h"
 #include "netlib/nl_hist.h"
 #include "netlib/nl_loop.h"
@@ -250,7 +251,10 @@ typedef struct gw_stats_loop_snap_s {
 typedef struct gw_stats_snapshot_s {
     uint32_t n_loops;
     gw_stats_loop_snap_t *loops;
-    nl_server_stats_t server;
+    nl_server_stats_t server; /* every listener's together */
+    /* Each listener's (core's GW_NODE_LISTEN_TCP, _WS), has_listener when it exists. */
+    gw_transport_stats_t listeners[2];
+    bool has_listener[2];
     nl_pool_stats_t pool;
     nl_hist_t pool_wait_ns;
     bool is_ready;

@@ -662,7 +662,7 @@ void re_refresh(gw_engine_t *e, const gw_presence_batch_t *batch)
 
 void re_event(gw_engine_t *e, gw_event_t *ev)
 {
-    nl_block_t *b = ev->block;
+    nl_block_t *b = ev->blocks.tcp;
     const char *s[] = {ev->chan, (const char *)nl_block_data(b)};
     size_t l[] = {ev->chan_len, nl_block_len(b)};
     rp_post((redis_engine_t *)e, RP_EVENT, ev->subject_loop, ev->subject_conn, s, l, 2);

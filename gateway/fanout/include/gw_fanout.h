@@ -18,6 +18,7 @@
 #include <stdint.h>
 
 #include "gw_channel.h"
+#include "gw_transport.h"
 #include "netlib/nl_block.h"
 #include "netlib/nl_conn.h"
 #include "netlib/nl_hist.h"
@@ -76,6 +77,7 @@
 #define GW_SUB_SET_OFF 0x01u        /* closing: nothing more is delivered (its owner sets it) */
 #define GW_SUB_SET_DROPPING 0x02u   /* a slow consumer whose Pushes are dropped (gw_fanout) */
 #define GW_SUB_SET_RECOVERING 0x04u /* RECOVERING in some channel (kept by gw_sub) */
+#define GW_SUB_SET_WS 0x08u         /* a WebSocket connection: frames in WebSocket framing */
 
 typedef struct gw_sub_entry_s gw_sub_entry_t;
 
@@ -315,12 +317,30 @@ typedef enum gw_slow_policy_e {
     GW_SLOW_DISCONNECT = 1, /* close the slow subscriber's connection */
 } gw_slow_policy_t;
 
+/* --- frames in two framings ----------------------------------------------------------------- */
+
+/* One encoded frame as every subscriber gets it: varint-prefixed for the TCP stream, and in a
+ * WebSocket binary frame (gw_ws_header) for WebSocket connections. The second is built from
+ * the first at the first WebSocket subscriber's delivery (once: a race between loops keeps one
+ * and drops the other), so a node without WebSocket clients never builds it. Immutable once
+ * built; shared across loops. */
+typedef struct gw_frame_blocks_s {
+    nl_block_t *tcp;
+    _Atomic(nl_block_t *) ws;
+} gw_frame_blocks_t;
+
+/* The WebSocket framing of fb (built now if it was not), or NULL on ENOMEM. Thread: any. */
+nl_block_t *gw_frame_blocks_ws(gw_frame_blocks_t *fb);
+
+/* Drops both blocks. Thread: the last holder's. */
+void gw_frame_blocks_deinit(gw_frame_blocks_t *fb);
+
 /* --- messages ----------------------------------------------------------------------------- */
 
 typedef struct gw_msg_s {
     _Atomic uint32_t refs;
-    uint32_t hash;     /* gw_sub_hash(chan) */
-    nl_block_t *block; /* the delimited Push frame, shared by every subscriber */
+    uint32_t hash;            /* gw_sub_hash(chan) */
+    gw_frame_blocks_t blocks; /* the Push frame, shared by every subscriber */
     uint64_t offset;
     uint64_t epoch;
     uint64_t publish_ns; /* nl_now_ns() when the engine accepted it */
@@ -484,7 +504,7 @@ bool gw_fanout_deliver_one(gw_fanout_loop_t *fl, gw_sub_set_t *set, gw_msg_t *m)
  * consumers (the event is dropped and counted; never a reason to disconnect). Changes no
  * subscription. Returns: how many were queued. Thread: fl's loop. */
 uint64_t gw_fanout_deliver_event(gw_fanout_loop_t *fl, const char *name, size_t len, uint32_t hash,
-                                 nl_block_t *b, uint64_t skip_conn);
+                                 gw_frame_blocks_t *fb, uint64_t skip_conn);
 
 /* At the end of an iteration (the loop's before-sleep hook): writes what the iteration queued
  * (nl_conn_flush_loop) and records publish-to-flush for each message delivered in it.

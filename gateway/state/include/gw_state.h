@@ -231,9 +231,9 @@ int gw_presence_loop_users(const gw_presence_loop_t *pl, gw_online_list_t *out);
 /* A join or leave, encoded once. Immutable after gw_event_new. */
 struct gw_event_s {
     _Atomic uint32_t refs;
-    uint32_t hash;         /* gw_sub_hash of chan */
-    nl_block_t *block;     /* Frame{presence_event}, delimited: what every listener receives */
-    uint64_t subject_conn; /* the connection it is about, which does not receive it */
+    uint32_t hash;            /* gw_sub_hash of chan */
+    gw_frame_blocks_t blocks; /* Frame{presence_event}: what every listener receives */
+    uint64_t subject_conn;    /* the connection it is about, which does not receive it */
     uint32_t subject_loop;
     uint16_t chan_len;
     char chan[]; /* the listener channel and a NUL */
@@ -262,7 +262,7 @@ gw_event_t *gw_event_ref(gw_event_t *ev);
 void gw_event_unref(gw_event_t *ev);
 
 /* Queues ev's frame to fl's listeners of its channel (not to its subject). Thread: fl's. */
-void gw_presence_event_deliver(gw_fanout_loop_t *fl, const gw_event_t *ev);
+void gw_presence_event_deliver(gw_fanout_loop_t *fl, gw_event_t *ev);
 
 /* A posted delivery: gw_presence_event_deliver on the current loop, then drops the reference
  * the poster took. For nl_loop_post. */

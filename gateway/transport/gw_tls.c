@@ -1,0 +1,401 @@
+/*
+ * gw_tls: TLS under a client connection, with OpenSSL. See gw_transport.h; nl_transport.h walks
+ * through how such a transport sits on netlib's seam.
+ *
+ * One SSL per connection, on its socket (SSL_set_fd): OpenSSL reads and writes the fd itself,
+ * non-blocking, and says WANT_READ / WANT_WRITE, which netlib turns into fd interest.
+ *   - Memory: SSL_MODE_RELEASE_BUFFERS frees the record buffers (about 34 KiB) whenever they
+ *     are empty, so an idle connection holds the SSL object and its keys only. The server's
+ *     session cache is off: TLS 1.3 resumes from stateless tickets, which cost no memory here.
+ *   - Renegotiation (TLS 1.2) is refused (SSL_OP_NO_RENEGOTIATION); a client that asks is
+ *     counted and closed, so it cannot make the server do handshake work on a live connection.
+ *   - Kernel TLS: with is_ktls and a kernel that offers it, OpenSSL installs the keys in the
+ *     kernel after the handshake; when it did for sending, netlib writes to the fd directly
+ *     again (and in io_uring batches), the kernel encrypting. Reads stay with SSL_read.
+ *   - Rotation: the context is swapped under a mutex; a handshake takes a reference to the
+ *     current one (SSL_new), so connections made with the old certificate keep theirs.
+ */
+#include "gw_transport.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+
+#include "gw_transport_int.h"
+#include "netlib/nl_common.h"
+#include "netlib/nl_log.h"
+
+struct gw_tls_s {
+    pthread_mutex_t mu; /* guards ctx: swapped by a reload, referenced by each handshake */
+    SSL_CTX *ctx;
+};
+
+struct gw_tls_conn_s {
+    uint16_t magic; /* not a WebSocket state (gw_ws.c's WS_MAGIC) */
+    SSL *ssl;
+    gw_listener_t *l;
+    gw_hs_t hs; /* a tls listener's handshake deadline (a wss connection has the ws one) */
+    bool is_renegotiating; /* the info callback saw a client ask for a new handshake */
+};
+
+/* The SSL's index of its gw_tls_conn_t (ex_data), for the info callback. */
+static int tls_conn_index = -1;
+static pthread_once_t tls_once = PTHREAD_ONCE_INIT;
+
+static void tls_init_once(void)
+{
+    tls_conn_index = SSL_get_ex_new_index(0, NULL, NULL, NULL, NULL);
+}
+
+/* The first error on OpenSSL's queue as text (and the queue emptied). */
+static void tls_err_text(char *err, size_t err_len, const char *what, const char *file)
+{
+    unsigned long e = ERR_get_error();
+    char reason[160] = "unknown error";
+    if (e)
+        ERR_error_string_n(e, reason, sizeof(reason));
+    ERR_clear_error();
+    if (err && err_len)
+        snprintf(err, err_len, "%s %s: %s", what, file ? file : "", reason);
+}
+
+/* A client hello after the handshake (TLS 1.2 renegotiation): noted, refused by OpenSSL
+ * (SSL_OP_NO_RENEGOTIATION), and the connection closed by the next read. */
+static void tls_info(const SSL *ssl, int where, int ret)
+{
+    NL_UNUSED(ret);
+    if (!(where & SSL_CB_HANDSHAKE_START) || !SSL_is_init_finished(ssl))
+        return;
+    gw_tls_conn_t *t = SSL_get_ex_data(ssl, tls_conn_index);
+    if (t)
+        t->is_renegotiating = true;
+}
+
+static SSL_CTX *tls_ctx_new(const gw_tls_opts_t *o, char *err, size_t err_len)
+{
+    SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
+    if (!ctx) {
+        tls_err_text(err, err_len, "tls context", NULL);
+        return NULL;
+    }
+    SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+    SSL_CTX_set_max_proto_version(ctx, TLS1_3_VERSION);
+    SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS | SSL_MODE_ENABLE_PARTIAL_WRITE |
+                              SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+    uint64_t options = SSL_OP_NO_RENEGOTIATION | SSL_OP_CIPHER_SERVER_PREFERENCE;
+#ifdef SSL_OP_ENABLE_KTLS
+    if (o->is_ktls)
+        options |= SSL_OP_ENABLE_KTLS;
+#endif
+    SSL_CTX_set_options(ctx, options);
+    SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
+    SSL_CTX_set_info_callback(ctx, tls_info);
+    if (SSL_CTX_use_certificate_chain_file(ctx, o->cert_file) != 1) {
+        tls_err_text(err, err_len, "certificate", o->cert_file);
+        goto fail;
+    }
+    if (SSL_CTX_use_PrivateKey_file(ctx, o->key_file, SSL_FILETYPE_PEM) != 1) {
+        tls_err_text(err, err_len, "private key", o->key_file);
+        goto fail;
+    }
+    if (SSL_CTX_check_private_key(ctx) != 1) {
+        tls_err_text(err, err_len, "the key does not match the certificate", o->key_file);
+        goto fail;
+    }
+    return ctx;
+fail:
+    SSL_CTX_free(ctx);
+    return NULL;
+}
+
+int gw_tls_new(gw_tls_t **out, const gw_tls_opts_t *opts, char *err, size_t err_len)
+{
+    pthread_once(&tls_once, tls_init_once);
+    gw_tls_t *tls = calloc(1, sizeof(*tls));
+    if (!tls)
+        return -ENOMEM;
+    tls->ctx = tls_ctx_new(opts, err, err_len);
+    if (!tls->ctx) {
+        free(tls);
+        return -EINVAL;
+    }
+    pthread_mutex_init(&tls->mu, NULL);
+    *out = tls;
+    return 0;
+}
+
+int gw_tls_reload(gw_tls_t *tls, const gw_tls_opts_t *opts, char *err, size_t err_len)
+{
+    SSL_CTX *ctx = tls_ctx_new(opts, err, err_len);
+    if (!ctx)
+        return -EINVAL;
+    pthread_mutex_lock(&tls->mu);
+    SSL_CTX *old = tls->ctx;
+    tls->ctx = ctx;
+    pthread_mutex_unlock(&tls->mu);
+    SSL_CTX_free(old); /* connections made with it hold their own reference */
+    return 0;
+}
+
+void gw_tls_free(gw_tls_t *tls)
+{
+    if (!tls)
+        return;
+    SSL_CTX_free(tls->ctx);
+    pthread_mutex_destroy(&tls->mu);
+    free(tls);
+}
+
+bool gw_tls_kernel_offers_ktls(void)
+{
+    /* The "tls" upper-layer protocol attaches to a connected TCP socket only: try it on one
+     * to ourselves. ENOENT: the kernel has no tls module. */
+    int l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int c = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t alen = sizeof(a);
+    bool is_ok = l >= 0 && c >= 0 && bind(l, (struct sockaddr *)&a, sizeof(a)) == 0 &&
+                 listen(l, 1) == 0 && getsockname(l, (struct sockaddr *)&a, &alen) == 0 &&
+                 connect(c, (struct sockaddr *)&a, sizeof(a)) == 0 &&
+                 setsockopt(c, IPPROTO_TCP, TCP_ULP, "tls", sizeof("tls")) == 0;
+    if (c >= 0)
+        close(c);
+    if (l >= 0)
+        close(l);
+    return is_ok;
+}
+
+/* --- a connection's TLS -------------------------------------------------------------------- */
+
+gw_tls_conn_t *gw_tls_conn_new(gw_listener_t *l, nl_conn_t *c)
+{
+    gw_tls_conn_t *t = calloc(1, sizeof(*t));
+    if (!t)
+        return NULL;
+    t->l = l;
+    pthread_mutex_lock(&l->tls->mu);
+    t->ssl = SSL_new(l->tls->ctx);
+    pthread_mutex_unlock(&l->tls->mu);
+    if (!t->ssl || SSL_set_fd(t->ssl, nl_conn_fd(c)) != 1) {
+        ERR_clear_error();
+        SSL_free(t->ssl);
+        free(t);
+        return NULL;
+    }
+    SSL_set_ex_data(t->ssl, tls_conn_index, t);
+    SSL_set_accept_state(t->ssl);
+    return t;
+}
+
+void gw_tls_conn_free(gw_tls_conn_t *t)
+{
+    if (!t)
+        return;
+    SSL_free(t->ssl);
+    free(t);
+}
+
+/* A failed handshake's reason: plain text (an HTTP request, say) on a TLS port is told apart
+ * from the rest. */
+static gw_hs_fail_t tls_fail_reason(void)
+{
+    unsigned long e = ERR_peek_error();
+    int reason = ERR_GET_REASON(e);
+    ERR_clear_error();
+    if (reason == SSL_R_HTTP_REQUEST || reason == SSL_R_HTTPS_PROXY_REQUEST ||
+        reason == SSL_R_WRONG_VERSION_NUMBER || reason == SSL_R_PACKET_LENGTH_TOO_LONG)
+        return GW_HS_FAIL_PLAINTEXT;
+    return GW_HS_FAIL_TLS;
+}
+
+int gw_tls_conn_handshake(gw_tls_conn_t *t, gw_hs_t *hs)
+{
+    int rc = SSL_do_handshake(t->ssl);
+    if (rc == 1)
+        return NL_TRANSPORT_DONE;
+    int e = SSL_get_error(t->ssl, rc);
+    if (e == SSL_ERROR_WANT_READ)
+        return NL_TRANSPORT_WANT_READ;
+    if (e == SSL_ERROR_WANT_WRITE)
+        return NL_TRANSPORT_WANT_WRITE;
+    if (e == SSL_ERROR_SYSCALL && ERR_peek_error() == 0)
+        return -ECONNRESET; /* the peer left: counted as closed by the transport's free */
+    gw_hs_end(hs, false, tls_fail_reason());
+    return -EPROTO;
+}
+
+ssize_t gw_tls_conn_read(gw_tls_conn_t *t, void *buf, size_t len)
+{
+    size_t n = 0;
+    int rc = SSL_read_ex(t->ssl, buf, len, &n);
+    if (t->is_renegotiating) {
+        gw_listener_count(&t->l->n.tls_renegotiations, 1);
+        ERR_clear_error();
+        return -EPROTO;
+    }
+    if (rc == 1)
+        return (ssize_t)n;
+    int e = SSL_get_error(t->ssl, rc);
+    switch (e) {
+    case SSL_ERROR_WANT_READ:
+        return -EAGAIN;
+    case SSL_ERROR_WANT_WRITE:
+        return -EAGAIN; /* the caller asks netlib for writability (see gw_tls_read) */
+    case SSL_ERROR_ZERO_RETURN:
+        return 0; /* close_notify */
+    case SSL_ERROR_SYSCALL:
+        if (ERR_peek_error() == 0)
+            return 0; /* EOF without close_notify: as the end of the stream */
+        ERR_clear_error();
+        return -EIO;
+    default:
+        ERR_clear_error();
+        return -EPROTO;
+    }
+}
+
+ssize_t gw_tls_conn_writev(gw_tls_conn_t *t, const struct iovec *iov, int iovcnt)
+{
+    size_t total = 0;
+    for (int i = 0; i < iovcnt; i++) {
+        size_t n = 0;
+        if (iov[i].iov_len == 0)
+            continue;
+        int rc = SSL_write_ex(t->ssl, iov[i].iov_base, iov[i].iov_len, &n);
+        if (rc == 1) {
+            total += n;
+            if (n < iov[i].iov_len)
+                break;
+            continue;
+        }
+        int e = SSL_get_error(t->ssl, rc);
+        if (e == SSL_ERROR_WANT_WRITE || e == SSL_ERROR_WANT_READ)
+            return total > 0 ? (ssize_t)total : -EAGAIN;
+        ERR_clear_error();
+        return total > 0 ? (ssize_t)total : -EPIPE;
+    }
+    return (ssize_t)total;
+}
+
+bool gw_tls_conn_has_pending(const gw_tls_conn_t *t)
+{
+    return SSL_pending(t->ssl) > 0;
+}
+
+int gw_tls_conn_shutdown(gw_tls_conn_t *t)
+{
+    if (!SSL_is_init_finished(t->ssl))
+        return NL_TRANSPORT_DONE;
+    int rc = SSL_shutdown(t->ssl);
+    if (rc >= 0)
+        return NL_TRANSPORT_DONE;
+    if (SSL_get_error(t->ssl, rc) == SSL_ERROR_WANT_WRITE)
+        return NL_TRANSPORT_WANT_WRITE;
+    ERR_clear_error();
+    return NL_TRANSPORT_DONE; /* nothing better to say: the half-close follows */
+}
+
+void gw_tls_conn_after_handshake(gw_tls_conn_t *t, nl_conn_t *c)
+{
+#ifdef SSL_OP_ENABLE_KTLS
+    if (BIO_get_ktls_send(SSL_get_wbio(t->ssl))) {
+        gw_listener_count(&t->l->n.tls_ktls, 1);
+        nl_conn_transport_set_fd_writes(c, true);
+    }
+#else
+    NL_UNUSED(t);
+    NL_UNUSED(c);
+#endif
+}
+
+/* --- the tls listener's transport ---------------------------------------------------------- */
+
+static int tls_open(nl_conn_t *c, void *arg, bool is_client, void **state)
+{
+    NL_UNUSED(is_client);
+    gw_listener_t *l = arg;
+    gw_tls_conn_t *t = gw_tls_conn_new(l, c);
+    if (!t)
+        return -ENOMEM;
+    int err = gw_hs_start(&t->hs, l, c);
+    if (err < 0) {
+        gw_tls_conn_free(t);
+        return err;
+    }
+    *state = t;
+    return 0;
+}
+
+static int tls_handshake(nl_conn_t *c, void *state)
+{
+    gw_tls_conn_t *t = state;
+    int rc = gw_tls_conn_handshake(t, &t->hs);
+    if (rc == NL_TRANSPORT_DONE) {
+        gw_hs_end(&t->hs, true, 0);
+        gw_tls_conn_after_handshake(t, c);
+    }
+    return rc;
+}
+
+static ssize_t tls_read(nl_conn_t *c, void *state, nl_buf_t *in)
+{
+    gw_tls_conn_t *t = state;
+    /* A record holds at most 16 KiB: room for one, or the input is at its cap. */
+    if (nl_buf_ensure_writable(in, 16384) < 0 && nl_buf_writable(in) == 0)
+        return -ENOBUFS;
+    ssize_t n = gw_tls_conn_read(t, nl_buf_begin_write(in), nl_buf_writable(in));
+    if (n > 0)
+        nl_buf_has_written(in, (size_t)n);
+    else if (n == -EAGAIN && SSL_want_write(t->ssl))
+        nl_conn_transport_want_write(c); /* a read that must write first (a key update) */
+    return n;
+}
+
+static ssize_t tls_writev(nl_conn_t *c, void *state, const struct iovec *iov, int iovcnt)
+{
+    gw_tls_conn_t *t = state;
+    ssize_t n = gw_tls_conn_writev(t, iov, iovcnt);
+    if (iovcnt == 0 && SSL_want_read(t->ssl))
+        nl_conn_transport_want_read(c); /* the write a read waited for is done */
+    return n;
+}
+
+static bool tls_has_pending(const nl_conn_t *c, void *state)
+{
+    NL_UNUSED(c);
+    return gw_tls_conn_has_pending(state);
+}
+
+static int tls_shutdown(nl_conn_t *c, void *state)
+{
+    NL_UNUSED(c);
+    return gw_tls_conn_shutdown(state);
+}
+
+static void tls_free(nl_conn_t *c, void *state)
+{
+    NL_UNUSED(c);
+    gw_tls_conn_t *t = state;
+    gw_hs_free(&t->hs);
+    gw_tls_conn_free(t);
+}
+
+const nl_transport_t gw_tls_transport = {
+    .name = "tls",
+    .open = tls_open,
+    .handshake = tls_handshake,
+    .read = tls_read,
+    .writev = tls_writev,
+    .has_pending = tls_has_pending,
+    .shutdown = tls_shutdown,
+    .free = tls_free,
+};
