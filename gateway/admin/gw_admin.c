@@ -304,7 +304,12 @@ static void admin_readyz(gw_http_req_t *req, void *arg)
     /* Serving its own clients, but not reaching Redis: other nodes' messages do not arrive,
      * so new clients are better sent elsewhere. */
     static const char degraded[] = "{\"status\":\"degraded\",\"engine\":\"not_ready\"}";
-    if (is_up && is_engine_ready)
+    /* A node that verifies no token refuses every client: no balancer should send it any. */
+    static const char no_auth[] = "{\"status\":\"not_ready\",\"reason\":\"no token secret: "
+                                  "every Connect is refused\"}";
+    if (is_up && !gw_node_can_authenticate(node))
+        gw_http_respond(req, 503, NULL, no_auth, sizeof(no_auth) - 1);
+    else if (is_up && is_engine_ready)
         gw_http_respond(req, 200, NULL, ready, sizeof(ready) - 1);
     else if (is_up)
         gw_http_respond(req, 503, NULL, degraded, sizeof(degraded) - 1);

@@ -174,6 +174,10 @@ static gw_token_err_t read_claims(json_t *claims, int64_t now_s, size_t max_chan
     if (!json_is_integer(exp) || (nbf != NULL && !json_is_integer(nbf)))
         return GW_TOKEN_ERR_CLAIMS;
     out->exp_s = (int64_t)json_integer_value(exp);
+    /* A session keeps exp in 32 bits (Unix seconds up to 2106): a later one would have meant
+     * "never expires" there, so it is refused, as a bad claim. */
+    if (out->exp_s > (int64_t)UINT32_MAX)
+        return GW_TOKEN_ERR_CLAIMS;
     gw_token_err_t rc = read_channels(claims, max_channel_bytes, out);
     if (rc != GW_TOKEN_OK)
         return rc;

@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <ini.h>
 
@@ -377,8 +378,10 @@ typedef struct file_ctx_s {
     FILE *err;
     const char *path;
     gw_config_t *cfg;
-    int line;   /* the line inih is working on: one reader call per line */
-    int errors; /* problems printed so far */
+    int line;             /* the line inih is working on: one reader call per line */
+    int errors;           /* problems printed so far */
+    int settings;         /* settings read */
+    bool is_unterminated; /* the last line read had no newline */
     int first_line[N_SETTINGS];
 } file_ctx_t;
 
@@ -419,6 +422,7 @@ static char *file_reader(char *str, int num, void *stream)
         return NULL;
     ctx->line++;
     size_t len = strlen(str);
+    ctx->is_unterminated = len > 0 && str[len - 1] != '\n';
     if (len == (size_t)num - 1 && str[len - 1] != '\n') {
         /* The buffer filled up: the line is too long unless it ends right here. */
         int c = fgetc(ctx->fp);
@@ -467,6 +471,7 @@ static int file_handler(void *user, const char *section, const char *name, const
             return 1;
         }
         ctx->first_line[i] = ctx->line;
+        ctx->settings++;
         char msg[MSG_MAX];
         if (setting_apply(s, ctx->cfg, value, msg) != 0)
             file_error(ctx, "%s: %s", name, msg);
@@ -494,6 +499,14 @@ static int file_load_counted(gw_config_t *cfg, const char *path, FILE *err)
     ctx->err = err;
     ctx->path = path;
     ctx->cfg = cfg;
+    /* A directory opens, and reads as an empty file: say what it is. */
+    struct stat st;
+    if (fstat(fileno(ctx->fp), &st) == 0 && !S_ISREG(st.st_mode)) {
+        file_error(ctx, "not a regular file");
+        fclose(ctx->fp);
+        free(ctx);
+        return 1;
+    }
     int rc = ini_parse_stream(file_reader, ctx, file_handler, ctx);
     if (rc > 0) {
         /* inih found syntax file_reader did not anticipate; it only tells the first line. */
@@ -502,6 +515,15 @@ static int file_load_counted(gw_config_t *cfg, const char *path, FILE *err)
     } else if (rc < 0) {
         file_error(ctx, "cannot parse (out of memory)");
     }
+    if (ferror(ctx->fp))
+        file_error(ctx, "read error: %s", strerror(errno));
+    /* A file cut short (a copy interrupted, a full disk) ends inside a line; an empty one is a
+     * mistake rather than a wish for every default. Either would be taken as a config. */
+    if (ctx->is_unterminated)
+        file_error(ctx, "the last line has no newline: is the file cut short?");
+    if (ctx->errors == 0 && ctx->settings == 0)
+        file_error(ctx, "no setting in the file (an empty file is refused: every default would "
+                        "replace the running config)");
     fclose(ctx->fp);
     int errors = ctx->errors;
     free(ctx);

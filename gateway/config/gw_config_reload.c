@@ -97,6 +97,13 @@ static int reload_load(const gw_config_snap_t *running, const gw_config_source_t
                 merged->idle_timeout_ms, running->ping_interval_max_ms);
         errors++;
     }
+    /* A node that verified tokens must not be left verifying none: every Connect would be
+     * refused while it looked healthy. (Clearing the secret on purpose is a restart.) */
+    if (running->cfg.token_secret[0] && !merged->token_secret[0] && !merged->is_insecure) {
+        fprintf(err, "config: the reload would leave no token secret, so every Connect would be "
+                     "refused: refused\n");
+        errors++;
+    }
     free(merged);
     return errors;
 }

@@ -44,6 +44,14 @@ bool gw_node_is_ready(const gw_node_t *node)
     return atomic_load_explicit(&node->is_ready, memory_order_relaxed);
 }
 
+bool gw_node_can_authenticate(gw_node_t *node)
+{
+    gw_config_snap_t *snap = gw_node_config_acquire(node);
+    bool can = snap->n_keys > 0 || snap->cfg.is_insecure;
+    gw_config_snap_unref(snap);
+    return can;
+}
+
 bool gw_node_is_stopping(const gw_node_t *node)
 {
     return atomic_load_explicit(&node->is_stopping, memory_order_relaxed);

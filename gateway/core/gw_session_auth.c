@@ -141,8 +141,8 @@ static gw_session_t *auth_accept(gw_loop_t *lp, gw_session_t *s, uint64_t id, co
     s->state = GW_SESSION_AUTHENTICATED;
     s->flags &= (uint8_t)~GW_SESSION_CONNECT_DEFERRED;
     s->n_patterns = n_patterns;
-    /* Past 2106 a uint32_t cannot hold it: such a token is treated as never expiring. */
-    s->exp_s = exp_s > 0 && exp_s <= (int64_t)UINT32_MAX ? (uint32_t)exp_s : 0;
+    /* gw_token refuses an exp past 2^32 - 1 (2106), so it fits; 0 is insecure mode's none. */
+    s->exp_s = exp_s > 0 ? (uint32_t)exp_s : 0;
     s->flags |= GW_SESSION_IS_AUTHED | (patterns ? 0 : GW_SESSION_ALL_CHANNELS);
     uint64_t burst_milli = (uint64_t)(cfg->publish_burst ? cfg->publish_burst : 1) * 1000;
     s->rl_milli = burst_milli > UINT32_MAX ? UINT32_MAX : (uint32_t)burst_milli;

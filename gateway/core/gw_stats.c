@@ -107,7 +107,7 @@ static void collect_finish(collect_t *col)
         nl_pool_merge_hists(node->pool, &snap->pool_wait_ns, NULL);
     }
     snap->is_ready = atomic_load_explicit(&node->is_ready, memory_order_relaxed) &&
-                     node->engine->ops->is_ready(node->engine);
+                     node->engine->ops->is_ready(node->engine) && gw_node_can_authenticate(node);
     snap->is_draining = atomic_load_explicit(&node->is_draining, memory_order_relaxed);
     snap->uptime_ms = nl_now_ms() - node->start_ms;
     snap->users_online = collect_users_online(snap);

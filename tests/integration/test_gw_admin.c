@@ -96,6 +96,23 @@ static void test_gw_admin_key_required(void **state)
     gw_stop(state);
 }
 
+/* Issue 24 (hostile pass): a node without a token secret (and not insecure) refuses every
+ * Connect, yet /readyz said ready, so a balancer kept sending it clients. It is not ready now,
+ * and says why; a client's Connect is refused as before. */
+static void test_gw_admin_not_ready_without_a_secret(void **state)
+{
+    test_herald_t *h = gw_start(state, "--io-threads", "1", "--api-key", GW_API_KEY, NULL);
+    test_http_resp_t r;
+    http(h, "GET", "/readyz", NULL, NULL, &r);
+    assert_int_equal(r.status, 503);
+    assert_non_null(strstr(r.body, "no token secret"));
+    test_http_resp_free(&r);
+    double ready = -1;
+    assert_int_equal(test_metric_sum(h->admin_port, GW_API_KEY, "herald_ready", NULL, &ready), 0);
+    assert_true(ready == 0);
+    gw_stop(state);
+}
+
 /* Reads {"offset":N,...} from a publish answer. */
 static uint64_t answer_offset(const test_http_resp_t *r)
 {
@@ -464,6 +481,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_gw_admin_key_required, gw_teardown),
+        cmocka_unit_test_teardown(test_gw_admin_not_ready_without_a_secret, gw_teardown),
         cmocka_unit_test_teardown(test_gw_admin_publish, gw_teardown),
         cmocka_unit_test_teardown(test_gw_admin_metrics, gw_teardown),
         cmocka_unit_test_teardown(test_gw_admin_stats_json, gw_teardown),

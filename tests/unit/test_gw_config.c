@@ -305,6 +305,41 @@ static void test_gw_config_check_reports_every_line(void **state)
     free(err.text);
 }
 
+/* Issue 24 (hostile pass): an empty file, one cut short in the middle of a line, one with only
+ * comments, and a directory were all taken as a config (every default: no token secret). Each
+ * is refused now, with its own reason. */
+static void test_gw_config_refuses_empty_cut_or_not_a_file(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *text;
+        const char *reason;
+    } cases[] = {
+        {"", "no setting in the file"},
+        {"; only a comment\n\n# and another\n", "no setting in the file"},
+        {"[auth]\nsecret = " SECRET "\n[limits]\nidle_tim", "the last line has no newline"},
+        {"[auth]\nsecret = " SECRET, "the last line has no newline"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char path[64];
+        test_write_temp(path, cases[i].text);
+        test_capture_t err;
+        test_capture_open(&err);
+        int n = gw_config_check_file(path, err.fp);
+        test_capture_close(&err);
+        if (n == 0 || strstr(err.text, cases[i].reason) == NULL)
+            fail_msg("case %zu: %d problems, wanted '%s' in:\n%s", i, n, cases[i].reason, err.text);
+        free(err.text);
+        unlink(path);
+    }
+    test_capture_t err;
+    test_capture_open(&err);
+    assert_true(gw_config_check_file("/tmp", err.fp) > 0);
+    test_capture_close(&err);
+    assert_non_null(strstr(err.text, "not a regular file"));
+    free(err.text);
+}
+
 static void test_gw_config_env(void **state)
 {
     (void)state;
@@ -582,6 +617,7 @@ int main(void)
         cmocka_unit_test(test_gw_config_hostport_and_bool),
         cmocka_unit_test(test_gw_config_file_values),
         cmocka_unit_test(test_gw_config_check_reports_every_line),
+        cmocka_unit_test(test_gw_config_refuses_empty_cut_or_not_a_file),
         cmocka_unit_test(test_gw_config_env),
         cmocka_unit_test(test_gw_config_admin_body_fits_a_push),
         cmocka_unit_test(test_gw_config_args),

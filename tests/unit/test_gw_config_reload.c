@@ -334,6 +334,52 @@ static void test_gw_config_example_file_is_valid(void **state)
     assert_memory_equal(&a, &b, sizeof(a));
 }
 
+/* Issue 24 (hostile pass): SIGHUP took an empty file, or one without the token secret, and
+ * cleared the secret: every Connect refused while the node looked healthy. Both reloads are
+ * refused now and the running config stays; a real change still applies. */
+static void test_gw_config_reload_refuses_what_would_lock_everyone_out(void **state)
+{
+    (void)state;
+    char path[64];
+    test_write_temp(path, "[auth]\nsecret = " SECRET "\n[limits]\nmax_subscriptions = 64\n");
+    char arg0[] = "herald";
+    char arg1[] = "--config";
+    char *argv[] = {arg0, arg1, path, NULL};
+    char *envp[] = {NULL};
+    gw_config_source_t src = {.argc = 3, .argv = argv, .envp = envp};
+    gw_config_t cfg;
+    gw_config_action_t action = GW_CONFIG_RUN;
+    assert_int_equal(gw_config_load(&cfg, 3, argv, envp, NULL, &action), 0);
+    gw_config_snap_t *running = NULL;
+    assert_int_equal(gw_config_snap_new(&running, &cfg, NULL), 0);
+    static const char *const refused[] = {
+        "",                                               /* empty */
+        "[limits]\nmax_subscriptions = 32\n",             /* the secret gone */
+        "[auth]\nsecret = " SECRET "\n[limits]\nmax_sub", /* cut short */
+    };
+    for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+        FILE *f = fopen(path, "w");
+        assert_non_null(f);
+        fputs(refused[i], f);
+        fclose(f);
+        gw_config_reload_t r;
+        if (gw_config_reload(running, &src, &r) != -EINVAL || r.snap != NULL)
+            fail_msg("reload %zu was not refused", i);
+    }
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs("[auth]\nsecret = " SECRET "\n[limits]\nmax_subscriptions = 32\n", f);
+    fclose(f);
+    gw_config_reload_t r;
+    assert_int_equal(gw_config_reload(running, &src, &r), 0);
+    assert_non_null(r.snap);
+    assert_int_equal(r.snap->cfg.max_subscriptions_per_conn, 32);
+    assert_int_equal(r.snap->n_keys, 1);
+    gw_config_snap_unref(r.snap);
+    gw_config_snap_unref(running);
+    unlink(path);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -342,6 +388,7 @@ int main(void)
         cmocka_unit_test(test_gw_config_print_round_trip),
         cmocka_unit_test(test_gw_config_refuses_values_a_file_cannot_hold),
         cmocka_unit_test(test_gw_config_example_file_is_valid),
+        cmocka_unit_test(test_gw_config_reload_refuses_what_would_lock_everyone_out),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -345,6 +345,10 @@ static void test_gw_token_claims(void **state)
         {"{\"sub\":\"a\",\"exp\":2000000000,\"channels\":[\"\"]}", GW_TOKEN_ERR_CLAIMS},
         {"{\"sub\":\"a\",\"exp\":2000000000,\"channels\":[]}", GW_TOKEN_OK},
         {"{\"sub\":\"a\",\"exp\":2000000000,\"channels\":[\"*\"],\"iss\":\"x\"}", GW_TOKEN_OK},
+        /* Issue 24: exp past 2^32 - 1 meant "never expires" in a session; it is refused. */
+        {"{\"sub\":\"a\",\"exp\":4294967295}", GW_TOKEN_OK},
+        {"{\"sub\":\"a\",\"exp\":4294967296}", GW_TOKEN_ERR_CLAIMS},
+        {"{\"sub\":\"a\",\"exp\":9223372036854775807}", GW_TOKEN_ERR_CLAIMS},
         /* An expired token with bad claims reports the claims: time is checked last. */
         {"{\"sub\":\"a\",\"exp\":1,\"channels\":7}", GW_TOKEN_ERR_CLAIMS},
     };

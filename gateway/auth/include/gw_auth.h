@@ -5,8 +5,9 @@
  *
  * Claims herald reads:
  *   sub       string, required, 1..GW_TOKEN_SUB_MAX bytes: the user id.
- *   exp       integer, required: expiry, seconds since the Unix epoch. A token is expired
- *             when now >= exp (RFC 7519 §4.1.4; no leeway, pass a later `now` to allow skew).
+ *   exp       integer, required: expiry, seconds since the Unix epoch, at most 2^32 - 1 (year
+ *             2106; a later one is a bad claim). A token is expired when now >= exp (RFC 7519
+ *             §4.1.4; no leeway, pass a later `now` to allow skew).
  *   nbf       integer, optional: not valid before this second.
  *   channels  array of strings, optional: the channel patterns (gw_channel.h) the user
  *             may subscribe and publish to. Absent or empty means NO channel rights at all:
@@ -49,7 +50,8 @@ typedef enum gw_token_err_e {
     GW_TOKEN_ERR_EXPIRED = -4,       /* now >= exp */
     GW_TOKEN_ERR_NOT_YET_VALID = -5, /* now < nbf */
     GW_TOKEN_ERR_MISSING_SUB = -6,   /* sub absent, not a string, empty or too long */
-    GW_TOKEN_ERR_CLAIMS = -7,        /* exp absent or not an integer, bad nbf, bad channels */
+    GW_TOKEN_ERR_CLAIMS = -7,        /* exp absent, not an integer or past 2^32 - 1, bad nbf,
+                                      * bad channels */
 } gw_token_err_t;
 
 /* What a valid token grants. A plain value (about 3.5 KiB, no pointers): copy it freely. */

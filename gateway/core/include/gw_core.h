@@ -145,6 +145,10 @@ gw_engine_t *gw_node_engine(const gw_node_t *node);
  * readiness is gw_engine's is_ready). Thread: any. */
 bool gw_node_is_ready(const gw_node_t *node);
 
+/* Whether the node can verify a Connect: a token secret, or insecure mode. Without either it
+ * refuses every client, and is not ready. Thread: any. */
+bool gw_node_can_authenticate(gw_node_t *node);
+
 /* Whether the node is stopping (shutdown step 1 on). Thread: any. */
 bool gw_node_is_stopping(const gw_node_t *node);
 
