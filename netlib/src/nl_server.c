@@ -197,9 +197,14 @@ static void lis_on_backoff(nl_timer_t *t, void *arg)
     lis_update(lis);
 }
 
-/* Closes a connection accepted while descriptors are short, sending the refusal first. What
- * the peer already sent (its first request, usually) is discarded unread: closing a socket
- * with unread input resets the connection, and the reset could beat the refusal to the peer. */
+/* Closes a connection accepted while descriptors are short, sending the refusal first, then a
+ * FIN. Closing a socket with unread input resets the connection instead of closing it, and a
+ * reset could beat the refusal to the peer: what the peer already sent (its first request,
+ * usually) is discarded, but more may arrive between that and the close (under load the
+ * window is wide enough: issue 24 saw a reset 1 time in 20). So the FIN goes out right behind
+ * the refusal (shutdown), before the close: a peer that got the FIN reads the refusal and
+ * then the end of the stream, whatever reset follows (Linux reports the FIN before a later
+ * reset's error). */
 static void lis_refuse(listener_t *lis, int fd)
 {
     const server_shared_t *sh = lis->srv->shared;
@@ -207,6 +212,7 @@ static void lis_refuse(listener_t *lis, int fd)
         ssize_t n = recv(fd, NULL, 65536, MSG_DONTWAIT | MSG_TRUNC);
         n = send(fd, sh->refusal, sh->refusal_len, MSG_DONTWAIT | MSG_NOSIGNAL);
         (void)n; /* a fresh socket's send buffer takes it; if not, the peer sees a close */
+        (void)shutdown(fd, SHUT_WR);
     }
     close(fd);
 }
