@@ -454,10 +454,90 @@ static int frame_walk_message(const ProtobufCMessageDescriptor *desc, const uint
 
 /* ---- decode ---------------------------------------------------------------------------- */
 
+static bool frame_is_body_member(const wire_field_t *fl)
+{
+    return fl->tag >= 2 && fl->tag <= HERALD__FRAME__BODY_PRESENCE_EVENT && fl->wire_type == WIRE_LEN;
+}
+
+/*
+ * protobuf merges a non-repeated message field that appears more than once on the wire (the
+ * sub-messages are merged, field by field, later ones winning), and stock runtimes do:
+ * Subscribe{channel} followed by Subscribe{join_leave} is one Subscribe with both. protobuf-c
+ * keeps only the last occurrence of a oneof member. Merging two encoded messages is parsing
+ * their concatenation, so a Frame whose body member repeats is rewritten with one occurrence
+ * whose payload is the payloads of the repeats back to back. A different member in between clears the
+ * earlier ones (protobuf's oneof rule: the last member seen wins), so only the last run of one
+ * member is merged. The rewrite is never longer than the original (one tag and one length
+ * prefix instead of several). Returns 1 with *merged (malloc'd) and *merged_len when it
+ * rewrote, 0 when nothing repeats (or the walk will refuse the frame), -ENOMEM.
+ */
+static int frame_merge_body(const uint8_t *data, size_t len, uint8_t **merged, size_t *merged_len)
+{
+    uint32_t member = 0;  /* the oneof member of the current run (0: none) */
+    uint32_t in_run = 0;  /* its occurrences in that run */
+    size_t run_from = 0;  /* where the run's first occurrence starts */
+    size_t run_bytes = 0; /* its occurrences' payload bytes */
+    for (size_t off = 0; off < len;) {
+        wire_field_t fl;
+        if (wire_field_parse(data + off, len - off, &fl) < 0)
+            return 0; /* the walk reports it */
+        if (frame_is_body_member(&fl) && fl.tag == member) {
+            in_run++;
+            run_bytes += fl.payload_len;
+        } else if (frame_is_body_member(&fl)) {
+            member = fl.tag;
+            in_run = 1;
+            run_from = off;
+            run_bytes = fl.payload_len;
+        }
+        off += fl.total_len;
+    }
+    if (in_run < 2)
+        return 0;
+    uint8_t *out = malloc(len);
+    if (!out)
+        return -ENOMEM;
+    /* Every field but the members, as they are; then the last run as one occurrence. */
+    size_t w = 0;
+    for (size_t off = 0; off < len;) {
+        wire_field_t fl;
+        (void)wire_field_parse(data + off, len - off, &fl);
+        if (!frame_is_body_member(&fl)) {
+            memcpy(out + w, data + off, fl.total_len);
+            w += fl.total_len;
+        }
+        off += fl.total_len;
+    }
+    w += varint_put(out + w, (uint64_t)member << 3 | WIRE_LEN);
+    w += varint_put(out + w, run_bytes);
+    for (size_t off = run_from; off < len;) {
+        wire_field_t fl;
+        (void)wire_field_parse(data + off, len - off, &fl);
+        if (frame_is_body_member(&fl)) {
+            memcpy(out + w, fl.payload, fl.payload_len);
+            w += fl.payload_len;
+        }
+        off += fl.total_len;
+    }
+    *merged = out;
+    *merged_len = w;
+    return 1;
+}
+
 int proto_frame_unpack(const uint8_t *data, size_t len, Herald__Frame **out)
 {
     if (len > MESSAGE_MAX_BYTES)
         return PROTO_ERR_UNDECODABLE;
+    uint8_t *merged = NULL;
+    size_t merged_len = 0;
+    int mrc = frame_merge_body(data, len, &merged, &merged_len);
+    if (mrc < 0)
+        return mrc;
+    if (mrc == 1) {
+        int rc = proto_frame_unpack(merged, merged_len, out);
+        free(merged);
+        return rc;
+    }
     size_t need = 0;
     int rc = frame_walk_message(&herald__frame__descriptor, data, len, 0, &need);
     if (rc < 0)

@@ -541,6 +541,46 @@ static void test_proto_frame_unknown_fields_kept(void **state)
     proto_frame_free(NULL);
 }
 
+static void test_proto_frame_repeated_member_merged(void **state)
+{
+    (void)state;
+    /* Frame{id: 7, subscribe: {channel: "a"}, subscribe: {join_leave: true}} is, to protobuf,
+     * one Subscribe with both fields; protobuf-c alone would keep only the second. */
+    static const uint8_t twice[] = {0x08, 0x07, 0x22, 0x03, 0x0a, 0x01, 0x61,
+                                    0x22, 0x02, 0x28, 0x01};
+    Herald__Frame *f = NULL;
+    assert_int_equal(proto_frame_unpack(twice, sizeof twice, &f), 0);
+    assert_int_equal(f->id, 7);
+    assert_int_equal(f->body_case, HERALD__FRAME__BODY_SUBSCRIBE);
+    assert_string_equal(f->subscribe->channel, "a");
+    assert_true(f->subscribe->join_leave);
+    proto_frame_free(f);
+
+    /* A later occurrence wins field by field: channel "a" then channel "b" is "b", and the
+     * id between the two occurrences stays (non-member fields are untouched). */
+    static const uint8_t later_wins[] = {0x22, 0x05, 0x0a, 0x01, 0x61, 0x28, 0x01, 0x08, 0x09,
+                                         0x22, 0x03, 0x0a, 0x01, 0x62};
+    assert_int_equal(proto_frame_unpack(later_wins, sizeof later_wins, &f), 0);
+    assert_int_equal(f->id, 9);
+    assert_string_equal(f->subscribe->channel, "b");
+    assert_true(f->subscribe->join_leave);
+    proto_frame_free(f);
+
+    /* A different member in between clears the earlier one (the oneof's last member wins):
+     * subscribe{channel "a"}, ping{}, subscribe{join_leave} is a Subscribe without a channel. */
+    static const uint8_t cleared[] = {0x22, 0x03, 0x0a, 0x01, 0x61, 0x5a, 0x00,
+                                      0x22, 0x02, 0x28, 0x01};
+    assert_int_equal(proto_frame_unpack(cleared, sizeof cleared, &f), 0);
+    assert_int_equal(f->body_case, HERALD__FRAME__BODY_SUBSCRIBE);
+    assert_string_equal(f->subscribe->channel, "");
+    assert_true(f->subscribe->join_leave);
+    proto_frame_free(f);
+
+    /* A repeat with a malformed payload is still refused, not merged into something else. */
+    static const uint8_t bad[] = {0x22, 0x03, 0x0a, 0x01, 0x61, 0x22, 0x02, 0x0a, 0x05};
+    assert_int_equal(proto_frame_unpack(bad, sizeof bad, &f), PROTO_ERR_UNDECODABLE);
+}
+
 static void test_proto_frame_too_large_before_body(void **state)
 {
     (void)state;
@@ -715,6 +755,7 @@ int main(void)
         cmocka_unit_test(test_proto_frame_prefix_boundaries),
         cmocka_unit_test(test_proto_frame_malformed_bodies),
         cmocka_unit_test(test_proto_frame_unknown_fields_kept),
+        cmocka_unit_test(test_proto_frame_repeated_member_merged),
         cmocka_unit_test(test_proto_frame_too_large_before_body),
         cmocka_unit_test(test_proto_frame_memory_bound),
         cmocka_unit_test(test_proto_frame_push_block),
