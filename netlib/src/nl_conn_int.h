@@ -43,6 +43,7 @@
 #define NL__CONN_HS_WANT_WRITE 0x0800u /* the handshake waits for writability, not input */
 #define NL__CONN_TP_WANT_WRITE 0x1000u /* the transport has bytes of its own to write */
 #define NL__CONN_READ_QUEUED 0x2000u   /* on the loop's list of reads without readiness */
+#define NL__CONN_OVER_HW 0x4000u     /* counted in the loop's over_high_water (nl_conn_out.c) */
 
 /* Marks "not on the dirty list" for dirty_idx. */
 #define NL__CONN_NO_IDX UINT32_MAX

@@ -79,6 +79,37 @@ size_t nl_conn_output_bytes(const nl_conn_t *c)
     return nl__conn_queued(c);
 }
 
+/* --- the loop's output gauges --------------------------------------------------------------
+ *
+ * out_queued_bytes follows every byte into and out of a queue (queued, written, dropped at a
+ * close), so the loop's total is known at any moment without walking its connections (the
+ * admin console reads it every second). over_high_water counts the connections flagged
+ * NL__CONN_OVER_HW: the flag is set or cleared whenever a connection's queue changes, so a
+ * mark lowered or raised by nl_conn_set_high_water takes effect at that connection's next
+ * send or write. */
+
+/* Sets or clears c's over-the-mark flag from its queue now. */
+static void out_gauge_mark(nl_conn_t *c, nl__conn_loop_t *st)
+{
+    bool is_over = c->high_water != 0 && nl__conn_queued(c) >= c->high_water;
+    if (is_over == ((c->flags & NL__CONN_OVER_HW) != 0))
+        return;
+    c->flags ^= NL__CONN_OVER_HW;
+    if (is_over)
+        st->stats.over_high_water++;
+    else
+        st->stats.over_high_water--;
+}
+
+/* n bytes left c's queue (written or dropped). */
+static void out_gauge_less(nl_conn_t *c, size_t n)
+{
+    nl__conn_loop_t *st = nl__conn_st(c);
+    st->stats.out_queued_bytes -= n;
+    if (c->flags & NL__CONN_OVER_HW)
+        out_gauge_mark(c, st);
+}
+
 /* --- block queue ------------------------------------------------------------------------- */
 
 static nl__conn_bq_entry_t *bq_at(nl__conn_bq_t *q, uint32_t i)
@@ -202,9 +233,12 @@ static void bq_free(nl_conn_t *c)
 
 void nl__conn_out_drop(nl_conn_t *c)
 {
+    nl__conn_loop_t *st = nl__conn_st(c);
+    st->stats.out_queued_bytes -= nl__conn_queued(c);
     bq_free(c);
     nl_buf_retrieve_all(&c->out);
     nl_buf_release(&c->out);
+    out_gauge_mark(c, st); /* the queue is empty: a closing connection counts no more */
 }
 
 /* --- dirty list -------------------------------------------------------------------------- */
@@ -268,6 +302,7 @@ static int out_build_iov(nl_conn_t *c, struct iovec *iov, int max, size_t *total
 /* Drops n written bytes from the front of the queue. */
 static void out_consume(nl_conn_t *c, size_t n)
 {
+    size_t written = n;
     nl__conn_bq_t *q = c->bq;
     while (n > 0 && q && q->count > 0) {
         nl__conn_bq_entry_t *e = bq_at(q, 0);
@@ -293,6 +328,7 @@ static void out_consume(nl_conn_t *c, size_t n)
     }
     if (n > 0)
         nl_buf_retrieve(&c->out, n);
+    out_gauge_less(c, written);
 }
 
 /*
@@ -709,6 +745,16 @@ void nl__conn_flush_dirty(nl__conn_loop_t *st)
 
 /* --- sending ----------------------------------------------------------------------------- */
 
+/* n bytes joined c's queue. Counted at once, before anything that may close c (whose close
+ * takes the whole queue off the gauge). */
+static void out_gauge_more(nl_conn_t *c, size_t n)
+{
+    nl__conn_loop_t *st = nl__conn_st(c);
+    st->stats.out_queued_bytes += n;
+    if (c->high_water != 0)
+        out_gauge_mark(c, st);
+}
+
 static void out_check_high_water(nl_conn_t *c, size_t before)
 {
     if (c->high_water == 0 || !c->desc->cbs->on_high_water || c->state == NL_CONN_DISCONNECTED)
@@ -794,6 +840,7 @@ static int out_send(nl_conn_t *c, const void *data, size_t len, bool is_now)
             nl__conn_unmark_dirty(c); /* nothing queued: no flush, no on_write_complete */
         return err;
     }
+    out_gauge_more(c, len - done);
     if (is_idle && is_now) {
         /* The kernel took less than all: wait for the socket. */
         c->flags |= NL__CONN_WRITE_ARMED;
@@ -828,6 +875,7 @@ int nl_conn_send_block_ref(nl_conn_t *c, nl_block_t *b)
         return -ENOMEM;
     size_t before = nl__conn_queued(c);
     bq_push(c, b);
+    out_gauge_more(c, nl__block_len(b));
     out_check_high_water(c, before);
     return 0;
 }

@@ -182,6 +182,10 @@ typedef struct nl_conn_loop_stats_s {
     /* 1 once this loop found io_uring missing or forbidden (batch_sends_unavailable was
      * logged) and sends one by one for good; 0 otherwise. */
     uint64_t batch_unavailable;
+    /* Gauges, kept up to date as output is queued, written and dropped: */
+    uint64_t out_queued_bytes; /* output bytes queued on the loop's connections, not yet written */
+    uint64_t over_high_water;  /* connections whose queued output is at or above their
+                                * high-water mark (nl_conn_set_high_water) */
 } nl_conn_loop_stats_t;
 void nl_conn_get_loop_stats(nl_loop_t *loop, nl_conn_loop_stats_t *out);
 
