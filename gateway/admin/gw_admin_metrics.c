@@ -105,6 +105,20 @@ static void render_per_loop(gw_metrics_t *w, const gw_stats_snapshot_t *snap)
     }
     for (uint32_t i = 0; i < snap->n_loops; i++) {
         snprintf(idx, sizeof(idx), "%u", i);
+        gw_metrics_gauge(w, "herald_output_queued_bytes",
+                         "Output bytes queued to the loop's clients, not yet written.",
+                         (const char *const[]){"loop", idx, NULL},
+                         (double)snap->loops[i].conn.out_queued_bytes);
+    }
+    for (uint32_t i = 0; i < snap->n_loops; i++) {
+        snprintf(idx, sizeof(idx), "%u", i);
+        gw_metrics_gauge(w, "herald_slow_consumers",
+                         "Connections whose queued output is at or above output_high_water now.",
+                         (const char *const[]){"loop", idx, NULL},
+                         (double)snap->loops[i].conn.over_high_water);
+    }
+    for (uint32_t i = 0; i < snap->n_loops; i++) {
+        snprintf(idx, sizeof(idx), "%u", i);
         gw_metrics_hist_nl(w, "herald_loop_lag_seconds",
                            "Time per loop iteration spent outside epoll_wait.",
                            (const char *const[]){"loop", idx, NULL}, &snap->loops[i].s.loop_lag_us,

@@ -139,7 +139,10 @@ static void collect_loop(void *arg)
     out->fanout_failures = lp->fo.out.failures;
     nl_conn_get_loop_stats(lp->fo.loop, &out->conn);
     nl_loop_get_stats(lp->fo.loop, &out->loop);
-    out->queue_depth = nl_loop_queue_depth(lp->fo.loop);
+    /* The depth counts the batch being run until it ends, this closure among them: the
+     * collection does not count itself (an idle loop reads 0, not 1). */
+    uint64_t depth = nl_loop_queue_depth(lp->fo.loop);
+    out->queue_depth = depth > 0 ? depth - 1 : 0;
     out->channels = gw_sub_index_channels(&lp->fo.subs);
     /* Listener channels are the index's too, but not subscriptions anybody asked for. */
     uint64_t listening = lp->stats.presence_listener_subs;
