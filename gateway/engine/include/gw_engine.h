@@ -120,6 +120,29 @@ typedef struct gw_engine_stats_s {
     uint64_t event_failures; /* join/leave events lost to a failed allocation or post */
 } gw_engine_stats_t;
 
+/* A server an engine talks to (the Redis engine's), as the admin console shows it. */
+#define GW_ENGINE_SERVER_NAME_MAX 272 /* "host:port" and a NUL */
+typedef struct gw_engine_server_s {
+    char name[GW_ENGINE_SERVER_NAME_MAX];
+    bool is_up;           /* connected and ready */
+    uint64_t pending;     /* commands in flight now (herald_redis_pending_commands) */
+    uint64_t max_pending; /* past it, commands are refused as busy */
+} gw_engine_server_t;
+
+/* One node of a cluster as the engine's shared state lists it (nodes' res->data holds a
+ * gw_engine_nodes_t). */
+typedef struct gw_engine_node_s {
+    const char *node;     /* its node id */
+    uint64_t connections; /* its open client connections at its latest heartbeat */
+    uint64_t expires_ms;  /* Unix ms: it leaves the list unless it heartbeats before */
+} gw_engine_node_t;
+
+typedef struct gw_engine_nodes_s {
+    const char *self; /* the asking node's own id */
+    uint32_t n_nodes;
+    const gw_engine_node_t *nodes; /* sorted by node id */
+} gw_engine_nodes_t;
+
 typedef struct gw_engine_ops_s {
     const char *name;
     /* Shared by several nodes: a join or leave on one node may have listeners on another, so
@@ -189,6 +212,12 @@ typedef struct gw_engine_ops_s {
     /* Writes the engine's own metric families (the Redis engine's herald_redis_*) into w.
      * May be NULL (none). Thread: any (it reads only what is safe to read from anywhere). */
     void (*metrics)(const gw_engine_t *e, gw_metrics_t *w);
+    /* The servers the engine talks to: fills out[0..max) and returns how many there are. May
+     * be NULL (an engine with no server: memory). Thread: any (atomics only). */
+    uint32_t (*servers)(const gw_engine_t *e, gw_engine_server_t *out, uint32_t max);
+    /* The live nodes sharing this engine's state, each with its connections: res->data is a
+     * gw_engine_nodes_t. May be NULL (an engine not shared by nodes). Returns: as presence. */
+    int (*nodes)(gw_engine_t *e, const gw_engine_reply_t *reply);
     /* Readiness (the memory engine is always ready; Redis is not while disconnected). */
     bool (*is_ready)(const gw_engine_t *e);
     /* The node is about to stop the IO loops: the engine must post nothing to them from now

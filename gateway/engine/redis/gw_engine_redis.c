@@ -310,6 +310,20 @@ static void re_metrics(const gw_engine_t *e, gw_metrics_t *w)
 #undef LOAD
 }
 
+/* Each server's link as the console shows it, from the same mirrors as re_metrics. */
+static uint32_t re_servers(const gw_engine_t *e, gw_engine_server_t *out, uint32_t max)
+{
+    const redis_engine_t *re = (const redis_engine_t *)e;
+    for (uint32_t i = 0; i < re->n_shards && i < max; i++) {
+        const re_shard_t *sh = &re->shards[i];
+        snprintf(out[i].name, sizeof(out[i].name), "%s", sh->name);
+        out[i].is_up = atomic_load_explicit(&sh->is_ready_atomic, memory_order_relaxed);
+        out[i].pending = atomic_load_explicit(&sh->pending, memory_order_relaxed);
+        out[i].max_pending = re->max_pending;
+    }
+    return re->n_shards;
+}
+
 static bool re_is_ready(const gw_engine_t *e)
 {
     const redis_engine_t *re = (const redis_engine_t *)e;
@@ -521,6 +535,8 @@ static const gw_engine_ops_t re_ops = {
     .reconfigure = re_reconfigure,
     .loop_stats = re_loop_stats,
     .metrics = re_metrics,
+    .servers = re_servers,
+    .nodes = re_nodes,
     .is_ready = re_is_ready,
     .detach = re_detach,
     .free = re_free,

@@ -172,11 +172,12 @@ void re_hist_answer(redis_engine_t *re, re_hist_req_t *req);
 void re_chan_on_message(gw_redis_sub_t *s, const char *chan, size_t chan_len, const char *data,
                         size_t len, void *arg);
 void re_chan_on_subscribed(gw_redis_sub_t *s, const char *chan, size_t chan_len, void *arg);
-/* --- gw_engine_redis_presence.c, gw_engine_redis_query.c (the first three) ------------------ */
+/* --- gw_engine_redis_presence.c, gw_engine_redis_query.c (the first four) ------------------- */
 
 int re_presence(gw_engine_t *e, const char *chan, size_t len, const gw_engine_reply_t *reply);
 int re_online(gw_engine_t *e, const char *user, size_t len, const gw_engine_reply_t *reply);
 int re_online_counts(gw_engine_t *e, const gw_engine_reply_t *reply);
+int re_nodes(gw_engine_t *e, const gw_engine_reply_t *reply);
 void re_user_online(gw_engine_t *e, uint32_t loop, const char *user, size_t len);
 void re_user_offline(gw_engine_t *e, uint32_t loop, const char *user, size_t len, uint64_t at_ms);
 void re_refresh(gw_engine_t *e, const gw_presence_batch_t *batch);

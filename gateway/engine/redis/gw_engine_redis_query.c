@@ -4,7 +4,8 @@
  * node's clients. gw_engine_redis_presence.c writes what is read here (its header has the
  * keys). A query runs on the engine thread (E) as a few commands, each step's reply feeding
  * the next; entries of nodes no longer in herald:nodes are dropped from the answer and
- * deleted. The answer is posted to the asking loop.
+ * deleted. The answer is posted to the asking loop. The live nodes themselves, with their
+ * connections, answer GET /api/nodes (the admin console's cluster view).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -29,6 +30,7 @@ typedef struct rp_query_s {
     /* Live nodes (herald:nodes above now), strings owned here. */
     char **nodes;
     uint32_t n_nodes;
+    uint64_t *expires_ms; /* the nodes query: each live node's score, when it expires */
     /* Presence: the hash's entries (client id, value), owned here. */
     char **fields;
     char **values;
@@ -47,6 +49,7 @@ static void rp_query_free(rp_query_t *q)
         free(q->values[i]);
     }
     free(q->nodes);
+    free(q->expires_ms);
     free(q->fields);
     free(q->values);
     free(q);
@@ -432,6 +435,78 @@ static void rp_run_counts(void *arg)
     rp_launch(q, rp_build_counts);
 }
 
+/* --- nodes ---------------------------------------------------------------------------------- */
+
+/* ZRANGEBYSCORE ... WITHSCORES: member, score, member, score. */
+static void rp_take_scored_nodes(rp_query_t *q, const redisReply *r)
+{
+    if (!r || r->type != REDIS_REPLY_ARRAY) {
+        q->status = -EIO;
+        return;
+    }
+    size_t n = r->elements / 2;
+    q->nodes = calloc(n ? n : 1, sizeof(*q->nodes));
+    q->expires_ms = calloc(n ? n : 1, sizeof(*q->expires_ms));
+    if (!q->nodes || !q->expires_ms) {
+        q->status = -ENOMEM;
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const redisReply *m = r->element[2 * i];
+        const redisReply *sc = r->element[2 * i + 1];
+        if (m->type != REDIS_REPLY_STRING || sc->type != REDIS_REPLY_STRING)
+            continue;
+        if ((q->nodes[q->n_nodes] = rp_dup(m->str, m->len)) == NULL)
+            continue;
+        /* A score is a double as text; an expiry in ms fits one exactly. */
+        q->expires_ms[q->n_nodes++] = (uint64_t)strtod(sc->str, NULL);
+    }
+}
+
+static int rp_cmp_node(const void *a, const void *b)
+{
+    return strcmp(((const gw_engine_node_t *)a)->node, ((const gw_engine_node_t *)b)->node);
+}
+
+/* The live nodes, each with the connections of its latest heartbeat in herald:nc (0 when its
+ * first heartbeat's HSET has not landed yet). */
+static void rp_build_nodes(rp_query_t *q, gw_engine_result_t *res, void **scratch)
+{
+    typedef struct {
+        gw_engine_nodes_t r;
+        gw_engine_node_t nodes[];
+    } out_t;
+    out_t *o = calloc(1, sizeof(*o) + sizeof(o->nodes[0]) * (q->n_nodes ? q->n_nodes : 1));
+    if (!o) {
+        res->status = -ENOMEM;
+        return;
+    }
+    for (uint32_t i = 0; i < q->n_nodes; i++) {
+        gw_engine_node_t *n = &o->nodes[o->r.n_nodes++];
+        *n = (gw_engine_node_t){.node = q->nodes[i], .expires_ms = q->expires_ms[i]};
+        for (uint32_t k = 0; k < q->n_fields; k++)
+            if (strcmp(q->fields[k], q->nodes[i]) == 0)
+                n->connections = strtoull(q->values[k], NULL, 10);
+    }
+    qsort(o->nodes, o->r.n_nodes, sizeof(o->nodes[0]), rp_cmp_node);
+    o->r.nodes = o->nodes;
+    o->r.self = q->re->host.node_id;
+    res->data = &o->r;
+    *scratch = o;
+}
+
+static void rp_run_nodes(void *arg)
+{
+    rp_query_t *q = arg;
+    char now[24];
+    snprintf(now, sizeof(now), "%" PRIu64, nl_wall_ms());
+    const char *zr[] = {"ZRANGEBYSCORE", GW_REDIS_NODES, now, "+inf", "WITHSCORES"};
+    rp_step(q, 5, zr, NULL, rp_take_scored_nodes, rp_build_nodes);
+    const char *nc[] = {"HGETALL", GW_REDIS_NODE_CONNS};
+    rp_step(q, 2, nc, NULL, rp_take_hash, rp_build_nodes);
+    rp_launch(q, rp_build_nodes);
+}
+
 static int rp_query(redis_engine_t *re, const gw_engine_reply_t *reply, const char *name,
                     size_t len, bool is_first_server, nl_loop_post_cb run)
 {
@@ -461,4 +536,9 @@ int re_online(gw_engine_t *e, const char *user, size_t len, const gw_engine_repl
 int re_online_counts(gw_engine_t *e, const gw_engine_reply_t *reply)
 {
     return rp_query((redis_engine_t *)e, reply, "", 0, true, rp_run_counts);
+}
+
+int re_nodes(gw_engine_t *e, const gw_engine_reply_t *reply)
+{
+    return rp_query((redis_engine_t *)e, reply, "", 0, true, rp_run_nodes);
 }
