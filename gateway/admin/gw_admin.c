@@ -227,42 +227,78 @@ static void admin_online(gw_http_req_t *req, void *arg)
         admin_query_failed(req, err);
 }
 
+/* --- the cluster ------------------------------------------------------------------------- */
+
+/* {"node": <this node>, "nodes": [{"node": ..., "connections": N, "expires_ms": T}]} */
+static void admin_nodes_done(const gw_engine_reply_t *r, const gw_engine_result_t *res)
+{
+    gw_http_req_t *req = r->ptr;
+    if (res->status < 0) {
+        admin_respond_failure(req, res->status);
+        return;
+    }
+    const gw_engine_nodes_t *n = res->data;
+    json_t *nodes = json_array();
+    for (uint32_t i = 0; nodes && i < n->n_nodes; i++)
+        json_array_append_new(nodes, json_pack("{s:s, s:I, s:I}", "node", n->nodes[i].node,
+                                               "connections", (json_int_t)n->nodes[i].connections,
+                                               "expires_ms", (json_int_t)n->nodes[i].expires_ms));
+    admin_respond_json(req, json_pack("{s:s, s:o*}", "node", n->self, "nodes", nodes));
+}
+
+/* GET /api/nodes: the nodes sharing the engine (Redis), as its shared state lists them. */
+static void admin_nodes(gw_http_req_t *req, void *arg)
+{
+    gw_admin_t *a = arg;
+    gw_engine_t *engine = gw_node_engine(a->node);
+    if (!engine->ops->nodes) {
+        admin_query_failed(req, -ENOTSUP);
+        return;
+    }
+    gw_engine_reply_t reply = {.loop = NULL, .cb = admin_nodes_done, .ptr = req};
+    int err = engine->ops->nodes(engine, &reply);
+    if (err < 0)
+        admin_query_failed(req, err);
+}
+
 /* --- metrics and stats -------------------------------------------------------------------- */
 
 /* A scrape on its way through the IO loops. */
 typedef struct admin_scrape_s {
     gw_admin_t *a;
     gw_http_req_t *req;
-    gw_metrics_format_t format;
+    gw_admin_render_cb render;
+    const char *content_type;
 } admin_scrape_t;
 
 /* On the loop that finished the collection. */
 static void admin_scraped(gw_stats_snapshot_t *snap, void *arg)
 {
     admin_scrape_t *sc = arg;
-    gw_http_stats_t http;
-    gw_http_stats(sc->a->http, &http);
     char *text = NULL;
     size_t len = 0;
-    int err = gw_admin_render(snap, gw_node_engine(sc->a->node), &http, sc->format, &text, &len);
+    int err = sc->render(sc->a, snap, &text, &len);
     gw_stats_snapshot_free(snap);
     if (err < 0) {
-        NL_LOG(NL_ERROR, "metrics_render_failed", "err=%s", nl_strerror(err));
+        NL_LOG(NL_ERROR, "metrics_render_failed", "path=%s err=%s", gw_http_req_path(sc->req),
+               nl_strerror(err));
         gw_http_respond_error(sc->req, 500, "metrics rendering failed");
     } else {
-        gw_http_respond(sc->req, 200, sc->format == GW_METRICS_PROMETHEUS ? PROMETHEUS_TYPE : NULL,
-                        text, len);
+        gw_http_respond_headers(sc->req, 200, sc->content_type,
+                                (const char *const[]){"Cache-Control", "no-store", NULL}, text,
+                                len);
     }
     free(text);
     free(sc);
 }
 
-static void admin_collect(gw_http_req_t *req, gw_admin_t *a, gw_metrics_format_t format)
+void gw_admin_collect(gw_http_req_t *req, gw_admin_t *a, gw_admin_render_cb render,
+                      const char *content_type)
 {
     admin_scrape_t *sc = malloc(sizeof(*sc));
     int err = sc ? 0 : -ENOMEM;
     if (sc) {
-        *sc = (admin_scrape_t){.a = a, .req = req, .format = format};
+        *sc = (admin_scrape_t){.a = a, .req = req, .render = render, .content_type = content_type};
         err = gw_stats_collect(a->node, admin_scraped, sc);
         if (err < 0)
             free(sc);
@@ -273,14 +309,35 @@ static void admin_collect(gw_http_req_t *req, gw_admin_t *a, gw_metrics_format_t
         gw_http_respond_error(req, 500, nl_strerror(err));
 }
 
+/* The snapshot with the engine's families and the admin server's own figures. */
+static int admin_render_with(gw_admin_t *a, const gw_stats_snapshot_t *snap,
+                             gw_metrics_format_t format, char **out, size_t *len)
+{
+    gw_http_stats_t http;
+    gw_http_stats(a->http, &http);
+    return gw_admin_render(snap, gw_node_engine(a->node), &http, format, out, len);
+}
+
+static int admin_render_prometheus(gw_admin_t *a, const gw_stats_snapshot_t *snap, char **out,
+                                   size_t *len)
+{
+    return admin_render_with(a, snap, GW_METRICS_PROMETHEUS, out, len);
+}
+
+static int admin_render_json(gw_admin_t *a, const gw_stats_snapshot_t *snap, char **out,
+                             size_t *len)
+{
+    return admin_render_with(a, snap, GW_METRICS_JSON, out, len);
+}
+
 static void admin_metrics(gw_http_req_t *req, void *arg)
 {
-    admin_collect(req, arg, GW_METRICS_PROMETHEUS);
+    gw_admin_collect(req, arg, admin_render_prometheus, PROMETHEUS_TYPE);
 }
 
 static void admin_stats(gw_http_req_t *req, void *arg)
 {
-    admin_collect(req, arg, GW_METRICS_JSON);
+    gw_admin_collect(req, arg, admin_render_json, NULL);
 }
 
 /* --- health ------------------------------------------------------------------------------- */
@@ -328,6 +385,10 @@ static int admin_routes(gw_http_t *http, gw_admin_t *a)
         err = gw_http_route(http, "GET", "/api/presence", admin_presence, a);
     if (err == 0)
         err = gw_http_route(http, "GET", "/api/online", admin_online, a);
+    if (err == 0)
+        err = gw_http_route(http, "GET", "/api/nodes", admin_nodes, a);
+    if (err == 0)
+        err = gw_admin_console_routes(http, a);
     if (err == 0)
         err = gw_http_route_public(http, "GET", "/healthz", admin_healthz, a);
     if (err == 0)

@@ -160,15 +160,20 @@ static void req_unref(gw_http_req_t *req)
     free(req);
 }
 
-static struct MHD_Response *make_response(const char *content_type, const void *body, size_t len)
+static struct MHD_Response *make_response(const char *content_type, const char *const *headers,
+                                          const void *body, size_t len)
 {
     struct MHD_Response *r =
         MHD_create_response_from_buffer(len, (void *)body, MHD_RESPMEM_MUST_COPY);
     if (r == NULL)
         return NULL;
-    if (MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE,
-                                content_type != NULL ? content_type : "application/json") !=
-        MHD_YES) {
+    bool is_ok = MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE,
+                                         content_type != NULL ? content_type
+                                                              : "application/json") == MHD_YES;
+    for (size_t i = 0; is_ok && headers != NULL && headers[i] != NULL; i += 2)
+        is_ok = headers[i + 1] != NULL &&
+                MHD_add_response_header(r, headers[i], headers[i + 1]) == MHD_YES;
+    if (!is_ok) {
         MHD_destroy_response(r);
         return NULL;
     }
@@ -198,7 +203,7 @@ static struct MHD_Response *make_error(const char *message)
 {
     char body[ERROR_BODY_MAX];
     size_t n = error_json(message, body, sizeof(body));
-    return make_response("application/json", body, n);
+    return make_response("application/json", NULL, body, n);
 }
 
 /* Queues r on the connection (we are inside on_access) and drops our reference to it. */
@@ -395,7 +400,7 @@ static enum MHD_Result dispatch(gw_http_t *srv, gw_http_req_t *req)
         return queue_error(req, MHD_HTTP_CONTENT_TOO_LARGE, "request body too large");
     }
     if (req->route == NULL) /* /healthz without a registered route */
-        return queue(req->conn, MHD_HTTP_OK, make_response(NULL, "{\"status\":\"ok\"}", 15));
+        return queue(req->conn, MHD_HTTP_OK, make_response(NULL, NULL, "{\"status\":\"ok\"}", 15));
     req->state = REQ_IN_HANDLER;
     __atomic_add_fetch(&req->refs, 1, __ATOMIC_ACQ_REL); /* the responder's */
     req->route->handler(req, req->route->arg);
@@ -499,7 +504,13 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 int gw_http_respond(gw_http_req_t *req, unsigned status, const char *content_type, const void *body,
                     size_t len)
 {
-    struct MHD_Response *r = make_response(content_type, body, len);
+    return gw_http_respond_headers(req, status, content_type, NULL, body, len);
+}
+
+int gw_http_respond_headers(gw_http_req_t *req, unsigned status, const char *content_type,
+                            const char *const *headers, const void *body, size_t len)
+{
+    struct MHD_Response *r = make_response(content_type, headers, body, len);
     int rc = 0;
     if (r == NULL) {
         rc = -ENOMEM;

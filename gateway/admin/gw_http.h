@@ -139,6 +139,13 @@ const char *gw_http_req_body(const gw_http_req_t *req, size_t *len);
 int gw_http_respond(gw_http_req_t *req, unsigned status, const char *content_type, const void *body,
                     size_t len);
 
+/* As gw_http_respond, with more response headers: headers is a NULL-terminated list of name,
+ * value pairs (copied; NULL for none), e.g. a Content-Security-Policy for a page.
+ * Returns: as gw_http_respond (a header libmicrohttpd refuses counts as -ENOMEM). Thread: any,
+ * once per request. */
+int gw_http_respond_headers(gw_http_req_t *req, unsigned status, const char *content_type,
+                            const char *const *headers, const void *body, size_t len);
+
 /* Answers req with status and {"error": "<message>"} (message JSON-escaped). As
  * gw_http_respond. Thread: any, once per request. */
 int gw_http_respond_error(gw_http_req_t *req, unsigned status, const char *message);

@@ -39,6 +39,11 @@ gw_engine_t *gw_node_engine(const gw_node_t *node)
     return node->engine;
 }
 
+const char *gw_node_id(const gw_node_t *node)
+{
+    return node->node_id;
+}
+
 bool gw_node_is_ready(const gw_node_t *node)
 {
     return atomic_load_explicit(&node->is_ready, memory_order_relaxed);

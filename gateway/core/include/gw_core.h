@@ -141,6 +141,10 @@ gw_config_snap_t *gw_node_config_acquire(gw_node_t *node);
 /* The node's engine (publish, presence, online status: gw_engine.h). Thread: any. */
 gw_engine_t *gw_node_engine(const gw_node_t *node);
 
+/* The node's id ([server] node_id, else the host name), as presence and the cluster see it.
+ * Thread: any. Ownership: the node's, valid while it lives. */
+const char *gw_node_id(const gw_node_t *node);
+
 /* Whether the node takes work: listening, not draining, not stopping (the engine's own
  * readiness is gw_engine's is_ready). Thread: any. */
 bool gw_node_is_ready(const gw_node_t *node);
