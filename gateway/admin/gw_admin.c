@@ -292,14 +292,14 @@ static void admin_scraped(gw_stats_snapshot_t *snap, void *arg)
     free(sc);
 }
 
-void gw_admin_collect(gw_http_req_t *req, gw_admin_t *a, gw_admin_render_cb render,
+void gw_admin_collect(gw_http_req_t *req, gw_admin_t *a, unsigned flags, gw_admin_render_cb render,
                       const char *content_type)
 {
     admin_scrape_t *sc = malloc(sizeof(*sc));
     int err = sc ? 0 : -ENOMEM;
     if (sc) {
         *sc = (admin_scrape_t){.a = a, .req = req, .render = render, .content_type = content_type};
-        err = gw_stats_collect(a->node, admin_scraped, sc);
+        err = gw_stats_collect_some(a->node, flags, admin_scraped, sc);
         if (err < 0)
             free(sc);
     }
@@ -332,12 +332,12 @@ static int admin_render_json(gw_admin_t *a, const gw_stats_snapshot_t *snap, cha
 
 static void admin_metrics(gw_http_req_t *req, void *arg)
 {
-    gw_admin_collect(req, arg, admin_render_prometheus, PROMETHEUS_TYPE);
+    gw_admin_collect(req, arg, 0, admin_render_prometheus, PROMETHEUS_TYPE);
 }
 
 static void admin_stats(gw_http_req_t *req, void *arg)
 {
-    gw_admin_collect(req, arg, admin_render_json, NULL);
+    gw_admin_collect(req, arg, 0, admin_render_json, NULL);
 }
 
 /* --- health ------------------------------------------------------------------------------- */
@@ -420,6 +420,7 @@ int gw_admin_new(gw_admin_t **out, gw_node_t *node, const gw_config_t *cfg)
     if (!a)
         return -ENOMEM;
     a->node = node;
+    atomic_init(&a->console_users, -1);
     gw_http_opts_t opts = {
         .host = cfg->admin_host,
         .port = cfg->admin_port,

@@ -14,6 +14,12 @@
  * gw_admin.h). Counters stay counters: the page turns two samples into a rate with uptime_ms,
  * so a sample lost or late costs a point, not a wrong rate. Everything is per IO loop where
  * the figure is counted per loop, and summed as well.
+ *
+ * One figure is not collected every second: users online over several loops, where each loop
+ * copies its users' names and the last one merges them, O(users) on IO loops (1.7 ms a
+ * collection at 10,000 users over two loops, so some 17 ms at 100,000 if that scales). The
+ * console counts them at most every GW_ADMIN_CONSOLE_USERS_MS, whoever asks, and shows the
+ * last count in between; with one loop the count is at hand and always current.
  */
 #include <errno.h>
 #include <stdbool.h>
@@ -129,6 +135,16 @@ static json_t *console_servers(const gw_engine_t *engine)
     return list;
 }
 
+/* This sample's users online: counted now, or the last count (-1: none yet). */
+static int64_t console_users(gw_admin_t *a, const gw_stats_snapshot_t *snap)
+{
+    if (snap->users_online != -ENODATA) {
+        atomic_store_explicit(&a->console_users, snap->users_online, memory_order_relaxed);
+        return snap->users_online;
+    }
+    return atomic_load_explicit(&a->console_users, memory_order_relaxed);
+}
+
 static int console_render(gw_admin_t *a, const gw_stats_snapshot_t *snap, char **out, size_t *len)
 {
     const gw_engine_t *engine = gw_node_engine(a->node);
@@ -144,9 +160,9 @@ static int console_render(gw_admin_t *a, const gw_stats_snapshot_t *snap, char *
     set_u64(j, "connections", t.connections);
     set_u64(j, "max_connections", snap->max_connections);
     /* Unknown (no memory for the names) is null, as /metrics leaves the family out. */
+    int64_t users = console_users(a, snap);
     json_object_set_new(j, "users_online",
-                        snap->users_online >= 0 ? json_integer((json_int_t)snap->users_online)
-                                                : json_null());
+                        users >= 0 ? json_integer((json_int_t)users) : json_null());
     set_u64(j, "channels", t.channels);
     set_u64(j, "subscriptions", t.subscriptions);
     set_u64(j, "publishes_total", t.published);
@@ -174,7 +190,15 @@ static int console_render(gw_admin_t *a, const gw_stats_snapshot_t *snap, char *
 
 static void console_data(gw_http_req_t *req, void *arg)
 {
-    gw_admin_collect(req, arg, console_render, NULL);
+    gw_admin_t *a = arg;
+    uint64_t now_ms = nl_now_ms();
+    unsigned flags = GW_STATS_NO_USERS;
+    if (a->console_users_asked_ms == 0 ||
+        now_ms - a->console_users_asked_ms >= GW_ADMIN_CONSOLE_USERS_MS) {
+        a->console_users_asked_ms = now_ms;
+        flags = 0;
+    }
+    gw_admin_collect(req, a, flags, console_render, NULL);
 }
 
 int gw_admin_console_routes(gw_http_t *http, gw_admin_t *a)

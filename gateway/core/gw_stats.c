@@ -29,6 +29,7 @@ struct collect_s {
     gw_stats_snapshot_t *snap;
     gw_stats_done_cb done;
     void *arg;
+    unsigned flags; /* gw_stats_flags_t */
     _Atomic uint32_t remaining;
     collect_part_t parts[];
 };
@@ -80,10 +81,12 @@ void gw_stats_snapshot_free(gw_stats_snapshot_t *snap)
 /* --- collection --------------------------------------------------------------------------- */
 
 /* Users online, each once: one loop's table is already distinct; several loops' lists are
- * merged by name (O(users), on the thread that finishes the collection). */
-static int64_t collect_users_online(gw_stats_snapshot_t *snap)
+ * merged by name (O(users), on the thread that finishes the collection), unless left out. */
+static int64_t collect_users_online(gw_stats_snapshot_t *snap, unsigned flags)
 {
     int64_t users = (int64_t)snap->loops[0].online_users;
+    if (snap->n_loops > 1 && (flags & GW_STATS_NO_USERS))
+        return -ENODATA;
     gw_online_list_t *lists[GW_NODE_MAX_LOOPS];
     for (uint32_t i = 0; i < snap->n_loops; i++) {
         lists[i] = &snap->loops[i].users;
@@ -110,7 +113,7 @@ static void collect_finish(collect_t *col)
                      node->engine->ops->is_ready(node->engine) && gw_node_can_authenticate(node);
     snap->is_draining = atomic_load_explicit(&node->is_draining, memory_order_relaxed);
     snap->uptime_ms = nl_now_ms() - node->start_ms;
-    snap->users_online = collect_users_online(snap);
+    snap->users_online = collect_users_online(snap, col->flags);
     col->done(snap, col->arg);
     free(col);
 }
@@ -150,7 +153,7 @@ static void collect_loop(void *arg)
         lp->fo.subs.subscriptions > listening ? lp->fo.subs.subscriptions - listening : 0;
     col->node->engine->ops->loop_stats(col->node->engine, lp->fo.index, &out->engine);
     out->online_users = gw_online_users(&lp->presence.online);
-    if (col->node->n_loops > 1)
+    if (col->node->n_loops > 1 && !(col->flags & GW_STATS_NO_USERS))
         out->users_err = gw_presence_loop_users(&lp->presence, &out->users);
     collect_part_done(col);
 }
@@ -176,6 +179,11 @@ static void collect_main(void *arg)
 
 int gw_stats_collect(gw_node_t *node, gw_stats_done_cb done, void *arg)
 {
+    return gw_stats_collect_some(node, 0, done, arg);
+}
+
+int gw_stats_collect_some(gw_node_t *node, unsigned flags, gw_stats_done_cb done, void *arg)
+{
     if (atomic_load_explicit(&node->is_stopping, memory_order_relaxed))
         return -ESHUTDOWN;
     uint32_t n = node->n_loops;
@@ -194,6 +202,7 @@ int gw_stats_collect(gw_node_t *node, gw_stats_done_cb done, void *arg)
     col->snap = snap;
     col->done = done;
     col->arg = arg;
+    col->flags = flags;
     atomic_init(&col->remaining, n + 1);
     for (uint32_t i = 0; i <= n; i++) {
         col->parts[i] = (collect_part_t){.col = col, .index = i};

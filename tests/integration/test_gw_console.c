@@ -209,6 +209,11 @@ static void test_gw_console_data_shape(void **state)
     }
     assert_true(gw_metric(h, "herald_users_online", NULL) == 2);
     json_decref(j);
+    /* The next sample, within GW_ADMIN_CONSOLE_USERS_MS, skips the merge over the loops and
+     * shows the last count. */
+    j = get_json(h, "/api/console");
+    assert_int_equal(num(j, "users_online"), 2);
+    json_decref(j);
     for (size_t i = 0; i < N; i++)
         test_client_close(&cs[i]);
     gw_stop(state);

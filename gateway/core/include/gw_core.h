@@ -286,6 +286,17 @@ void gw_stats_init(gw_stats_t *st);
  * run). Thread: any. */
 int gw_stats_collect(gw_node_t *node, gw_stats_done_cb done, void *arg);
 
+/* What a collection may leave out (gw_stats_collect_some). */
+typedef enum gw_stats_flags_e {
+    /* Users online over several loops: each loop copies its users' names and the last one
+     * merges them, O(users) on IO loops (about 1.7 ms for 10,000 users over two loops). With
+     * it, users_online is -ENODATA unless the node has one loop (its count is at hand). */
+    GW_STATS_NO_USERS = 1,
+} gw_stats_flags_t;
+
+/* As gw_stats_collect, leaving out what flags (gw_stats_flags_t, or-ed) name. Thread: any. */
+int gw_stats_collect_some(gw_node_t *node, unsigned flags, gw_stats_done_cb done, void *arg);
+
 /* Frees a snapshot. NULL is fine. Thread: any. */
 void gw_stats_snapshot_free(gw_stats_snapshot_t *snap);
 
