@@ -31,7 +31,9 @@
  *                                 [herald_uptime_seconds],"node":ID,"engine":"memory"|"redis",
  *                                 "ready":B,"draining":B,"connections":N [herald_connections],
  *                                 "max_connections":N,"users_online":N or null
- *                                 [herald_users_online],"channels":N [herald_channels],
+ *                                 [herald_users_online; over several loops counted at most
+ *                                 every 5 s, the last count in between],"channels":N
+ *                                 [herald_channels],
  *                                 "subscriptions":N [herald_subscriptions],"publishes_total":N
  *                                 [herald_publishes_total],"deliveries_total":N
  *                                 [herald_deliveries_total],"slow_consumer_drops_total":N,
