@@ -159,8 +159,11 @@
             startPolling();
         } catch (err) {
             if (err instanceof KeyRefused) {
-                showLogin('The API key was refused (401). Enter the key of this herald ' +
-                          '([admin] api_key).', 'refused');
+                showLogin(
+                    'The API key was refused (401). Enter the key of this herald ' +
+                        '([admin] api_key).',
+                    'refused',
+                );
             } else {
                 showLogin(`herald did not answer: ${err.message}`, 'unreachable');
             }
@@ -184,8 +187,11 @@
         inFlight = true;
         try {
             addSample(await api('GET', '/api/console'));
-            if (samples.length && samples[samples.length - 1].data.engine === 'redis' &&
-                nodesTick++ % NODES_EVERY === 0) {
+            if (
+                samples.length &&
+                samples[samples.length - 1].data.engine === 'redis' &&
+                nodesTick++ % NODES_EVERY === 0
+            ) {
                 await pollNodes();
             }
         } catch (err) {
@@ -209,14 +215,21 @@
             publishes: r(d.publishes_total, prev.data.publishes_total),
             deliveries: r(d.deliveries_total, prev.data.deliveries_total),
             loopDeliveries: d.loops.map((l, i) =>
-                prev.data.loops[i] ? r(l.deliveries_total, prev.data.loops[i].deliveries_total) : null),
+                prev.data.loops[i]
+                    ? r(l.deliveries_total, prev.data.loops[i].deliveries_total)
+                    : null,
+            ),
         };
     }
 
     function addSample(d) {
         let prev = samples.length ? samples[samples.length - 1] : null;
-        if (prev && (d.uptime_ms < prev.uptime || d.node !== prev.data.node ||
-                     d.loops.length !== prev.data.loops.length)) {
+        if (
+            prev &&
+            (d.uptime_ms < prev.uptime ||
+                d.node !== prev.data.node ||
+                d.loops.length !== prev.data.loops.length)
+        ) {
             samples = []; /* another process answers now: start over */
             prev = null;
         }
@@ -252,13 +265,18 @@
         tile('users_online', d.users_online, fmtInt(d.users_online));
         tile('channels', d.channels, fmtInt(d.channels));
         tile('subscriptions', d.subscriptions, fmtInt(d.subscriptions));
-        tile('publish_rate', r ? r.publishes : null, fmtRate(r ? r.publishes : null),
-             { total: d.publishes_total });
-        tile('delivery_rate', r ? r.deliveries : null, fmtRate(r ? r.deliveries : null),
-             { total: d.deliveries_total });
+        tile('publish_rate', r ? r.publishes : null, fmtRate(r ? r.publishes : null), {
+            total: d.publishes_total,
+        });
+        tile('delivery_rate', r ? r.deliveries : null, fmtRate(r ? r.deliveries : null), {
+            total: d.deliveries_total,
+        });
         tile('queue_depth', d.queue_depth, fmtInt(d.queue_depth));
-        tile('pool_queue_depth', d.pool.queue_depth,
-             `${fmtInt(d.pool.queue_depth)} / ${fmtInt(d.pool.capacity)}`);
+        tile(
+            'pool_queue_depth',
+            d.pool.queue_depth,
+            `${fmtInt(d.pool.queue_depth)} / ${fmtInt(d.pool.capacity)}`,
+        );
         tile('output_queued_bytes', d.output_queued_bytes, fmtBytes(d.output_queued_bytes));
         tile('slow_consumers', d.slow_consumers, fmtInt(d.slow_consumers));
         const servers = d.engine_servers || [];
@@ -287,10 +305,14 @@
                 'data-slow-consumers': l.slow_consumers,
                 'data-delivery-rate': rate === null ? '' : rate,
             });
-            tr.append(el('td', {}, String(i)), el('td', {}, fmtInt(l.connections)),
-                      el('td', {}, fmtInt(l.queue_depth)),
-                      el('td', {}, fmtBytes(l.output_queued_bytes)),
-                      el('td', {}, fmtInt(l.slow_consumers)), el('td', {}, fmtRate(rate)));
+            tr.append(
+                el('td', {}, String(i)),
+                el('td', {}, fmtInt(l.connections)),
+                el('td', {}, fmtInt(l.queue_depth)),
+                el('td', {}, fmtBytes(l.output_queued_bytes)),
+                el('td', {}, fmtInt(l.slow_consumers)),
+                el('td', {}, fmtRate(rate)),
+            );
             body.append(tr);
         });
     }
@@ -299,35 +321,52 @@
         const body = $('#servers tbody');
         body.replaceChildren();
         for (const sv of servers) {
-            const tr = el('tr', { 'data-server': sv.server, 'data-up': sv.up,
-                                  'data-pending-commands': sv.pending_commands });
-            tr.append(el('td', {}, sv.server), el('td', {}, sv.up ? 'yes' : 'no'),
-                      el('td', {}, fmtInt(sv.pending_commands)), el('td', {}, fmtInt(sv.max_pending)));
+            const tr = el('tr', {
+                'data-server': sv.server,
+                'data-up': sv.up,
+                'data-pending-commands': sv.pending_commands,
+            });
+            tr.append(
+                el('td', {}, sv.server),
+                el('td', {}, sv.up ? 'yes' : 'no'),
+                el('td', {}, fmtInt(sv.pending_commands)),
+                el('td', {}, fmtInt(sv.max_pending)),
+            );
             body.append(tr);
         }
     }
 
     /* The series of every chart, as [{name, label, value(sample) -> number|null}]. */
     function chartSeries(d) {
-        const perLoop = (f) => d.loops.map((_, i) => ({
-            name: `loop${i}`, label: `loop ${i}`, value: (s) => (s.data.loops[i] ? f(s, i) : null),
-        }));
+        const perLoop = (f) =>
+            d.loops.map((_, i) => ({
+                name: `loop${i}`,
+                label: `loop ${i}`,
+                value: (s) => (s.data.loops[i] ? f(s, i) : null),
+            }));
         return {
-            'connections': [
+            connections: [
                 { name: 'connections', label: 'connections', value: (s) => s.data.connections },
                 { name: 'users_online', label: 'users online', value: (s) => s.data.users_online },
             ],
-            'channels': [{ name: 'channels', label: 'channels', value: (s) => s.data.channels }],
-            'publish-rate': [{ name: 'publishes', label: 'publishes/s',
-                               value: (s) => (s.rates ? s.rates.publishes : null) }],
+            channels: [{ name: 'channels', label: 'channels', value: (s) => s.data.channels }],
+            'publish-rate': [
+                {
+                    name: 'publishes',
+                    label: 'publishes/s',
+                    value: (s) => (s.rates ? s.rates.publishes : null),
+                },
+            ],
             'delivery-rate': perLoop((s, i) => (s.rates ? s.rates.loopDeliveries[i] : null)),
             'loop-queue-depth': perLoop((s, i) => s.data.loops[i].queue_depth),
-            'pool-queue-depth': [{ name: 'pool', label: 'worker queue',
-                                   value: (s) => s.data.pool.queue_depth }],
+            'pool-queue-depth': [
+                { name: 'pool', label: 'worker queue', value: (s) => s.data.pool.queue_depth },
+            ],
             'output-queued-bytes': perLoop((s, i) => s.data.loops[i].output_queued_bytes),
             'slow-consumers': perLoop((s, i) => s.data.loops[i].slow_consumers),
             'redis-pending': (d.engine_servers || []).map((sv, k) => ({
-                name: `server${k}`, label: sv.server,
+                name: `server${k}`,
+                label: sv.server,
                 value: (s) => {
                     const x = (s.data.engine_servers || []).find((y) => y.server === sv.server);
                     return x ? x.pending_commands : null;
@@ -387,14 +426,29 @@
         for (const frac of [0, 0.5, 1]) {
             const gy = PAD_T + plotH - frac * plotH;
             svg.append(svgEl('line', { class: 'grid', x1: PAD_L, x2: w - PAD_R, y1: gy, y2: gy }));
-            svg.append(svgEl('text', { class: 'axis', x: PAD_L - 4, y: gy + 3, 'text-anchor': 'end' },
-                             fmt(top * frac)));
+            svg.append(
+                svgEl(
+                    'text',
+                    { class: 'axis', x: PAD_L - 4, y: gy + 3, 'text-anchor': 'end' },
+                    fmt(top * frac),
+                ),
+            );
         }
         const ago = Math.round(span / 1000);
-        svg.append(svgEl('text', { class: 'axis', x: PAD_L, y: CHART_H - 3 },
-                         ago >= 60 ? `-${Math.round(ago / 60)} min` : `-${ago} s`));
-        svg.append(svgEl('text', { class: 'axis', x: w - PAD_R, y: CHART_H - 3, 'text-anchor': 'end' },
-                         'now'));
+        svg.append(
+            svgEl(
+                'text',
+                { class: 'axis', x: PAD_L, y: CHART_H - 3 },
+                ago >= 60 ? `-${Math.round(ago / 60)} min` : `-${ago} s`,
+            ),
+        );
+        svg.append(
+            svgEl(
+                'text',
+                { class: 'axis', x: w - PAD_R, y: CHART_H - 3, 'text-anchor': 'end' },
+                'now',
+            ),
+        );
         let points = 0;
         let legendX = PAD_L;
         lines.forEach(({ sr, pts }, k) => {
@@ -429,10 +483,16 @@
             const now = Date.now();
             body.replaceChildren();
             for (const node of n.nodes) {
-                const tr = el('tr', { 'data-node': node.node, 'data-connections': node.connections,
-                                      class: node.node === n.node ? 'self' : '' });
-                tr.append(el('td', {}, node.node), el('td', {}, fmtInt(node.connections)),
-                          el('td', {}, fmtDuration(Math.max(0, node.expires_ms - now))));
+                const tr = el('tr', {
+                    'data-node': node.node,
+                    'data-connections': node.connections,
+                    class: node.node === n.node ? 'self' : '',
+                });
+                tr.append(
+                    el('td', {}, node.node),
+                    el('td', {}, fmtInt(node.connections)),
+                    el('td', {}, fmtDuration(Math.max(0, node.expires_ms - now))),
+                );
                 body.append(tr);
             }
             $('#nodes').dataset.nodes = String(n.nodes.length);
@@ -471,12 +531,23 @@
             box.dataset.numClients = String(p.num_clients);
             box.dataset.numUsers = String(p.num_users);
             delete box.dataset.error;
-            box.append(el('p', {}, `${p.channel}: ${fmtInt(p.num_clients)} client(s), ` +
-                                   `${fmtInt(p.num_users)} user(s)${p.truncated ? ' (list cut short)' : ''}`));
+            box.append(
+                el(
+                    'p',
+                    {},
+                    `${p.channel}: ${fmtInt(p.num_clients)} client(s), ` +
+                        `${fmtInt(p.num_users)} user(s)${p.truncated ? ' (list cut short)' : ''}`,
+                ),
+            );
             const ul = el('ul');
             for (const c of p.clients) {
-                ul.append(el('li', { 'data-user': c.user, 'data-client-id': c.client_id },
-                             `${c.user} (${c.client_id}) since ${time(c.connected_at_ms)}`));
+                ul.append(
+                    el(
+                        'li',
+                        { 'data-user': c.user, 'data-client-id': c.client_id },
+                        `${c.user} (${c.client_id}) since ${time(c.connected_at_ms)}`,
+                    ),
+                );
             }
             box.append(ul);
         } catch (err) {
@@ -497,8 +568,9 @@
             box.dataset.online = String(o.online);
             box.dataset.connections = String(o.connections);
             delete box.dataset.error;
+            const on = `${fmtInt(o.connections)} connection(s) on ${o.nodes.join(', ')}`;
             const what = o.online
-                ? `online: ${fmtInt(o.connections)} connection(s) on ${o.nodes.join(', ')}, since ${time(o.since_ms)}`
+                ? `online: ${on}, since ${time(o.since_ms)}`
                 : `offline; last seen ${time(o.last_seen_ms)}`;
             box.append(el('p', {}, `${o.user} is ${what}`));
         } catch (err) {
@@ -514,9 +586,14 @@
         const message = $('#publish-message').value;
         box.dataset.state = 'asking';
         try {
-            const p = await api('POST', `/api/publish?channel=${encodeURIComponent(channel)}`,
-                                new TextEncoder().encode(message));
-            box.replaceChildren(el('p', {}, `published to ${channel}: offset ${p.offset}, epoch ${p.epoch}`));
+            const p = await api(
+                'POST',
+                `/api/publish?channel=${encodeURIComponent(channel)}`,
+                new TextEncoder().encode(message),
+            );
+            box.replaceChildren(
+                el('p', {}, `published to ${channel}: offset ${p.offset}, epoch ${p.epoch}`),
+            );
             box.dataset.channel = channel;
             box.dataset.offset = String(p.offset);
             box.dataset.epoch = p.epoch;
