@@ -372,7 +372,8 @@ async function measurePace(adminPort, key, rate) {
     return pace;
 }
 
-/* Three rounds, a second apart: the page's figures, then /metrics at once. */
+/* Three rounds, a second apart: the page's figures, then /metrics at once. A rate on the page
+ * spans one second, the pace three: half of it either way is allowed for a busy machine. */
 async function checkFigures(page, adminPort, key, pace) {
     for (let round = 0; round < 3; round++) {
         const p = await page.evaluate(readPage);
@@ -384,7 +385,7 @@ async function checkFigures(page, adminPort, key, pace) {
         ]) {
             const v = p.tiles[tile].value;
             check(
-                Math.abs(v - rate) <= rate * 0.35 + 2,
+                Math.abs(v - rate) <= rate * 0.5 + 2,
                 `the page's ${v.toFixed(1)} ${what}/s: /metrics' pace ${rate.toFixed(1)}`,
             );
         }
