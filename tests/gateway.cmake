@@ -48,6 +48,7 @@ if(HERALD_FUZZ AND TARGET gw_core AND CMAKE_C_COMPILER_ID MATCHES "Clang")
     pkg_check_modules(GW_FUZZ_INIH REQUIRED IMPORTED_TARGET inih)
     set(gw ${PROJECT_SOURCE_DIR}/gateway)
     set(gw_includes ${gw}/channel/include ${gw}/auth/include ${gw}/fanout/include
+        ${gw}/transport/include
         ${gw}/state/include ${gw}/config/include)
     herald_fuzz(fuzz_gw_channel_name SOURCES fuzz/fuzz_gw_channel_name.c
                 ${gw}/channel/gw_channel_name.c LIBS netlib INCLUDES ${gw_includes} SECONDS 5)
