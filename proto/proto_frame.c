@@ -588,7 +588,8 @@ static int frame_read_prefix(const uint8_t *p, size_t avail, size_t max_frame_by
     return PROTO_ERR_BAD_VARINT;
 }
 
-int proto_frame_decode(nl_buf_t *in, size_t max_frame_bytes, Herald__Frame **out)
+int proto_frame_peek(const nl_buf_t *in, size_t max_frame_bytes, Herald__Frame **out,
+                     size_t *frame_bytes)
 {
     size_t avail = nl_buf_readable(in);
     if (avail == 0)
@@ -605,9 +606,37 @@ int proto_frame_decode(nl_buf_t *in, size_t max_frame_bytes, Herald__Frame **out
     rc = proto_frame_unpack(p + prefix_len, len, &f);
     if (rc < 0)
         return rc;
-    nl_buf_retrieve(in, prefix_len + len);
     *out = f;
+    *frame_bytes = prefix_len + len;
     return 1;
+}
+
+int proto_frame_decode(nl_buf_t *in, size_t max_frame_bytes, Herald__Frame **out)
+{
+    size_t n = 0;
+    int rc = proto_frame_peek(in, max_frame_bytes, out, &n);
+    if (rc == 1)
+        nl_buf_retrieve(in, n);
+    return rc;
+}
+
+uint64_t proto_frame_peek_id(const nl_buf_t *in, size_t max_frame_bytes)
+{
+    size_t avail = nl_buf_readable(in);
+    const uint8_t *p = (const uint8_t *)nl_buf_peek(in);
+    size_t len;
+    size_t prefix_len;
+    if (avail == 0 || frame_read_prefix(p, avail, max_frame_bytes, &len, &prefix_len) != 1 ||
+        avail - prefix_len < len)
+        return 0;
+    /* Runtimes write fields in number order, so Frame.id (field 1, varint: key 0x08) comes
+     * first when it is set at all. */
+    const uint8_t *body = p + prefix_len;
+    uint64_t id = 0;
+    if (len < 2 || body[0] != 0x08 ||
+        varint_get(body + 1, len - 1, PROTO_VARINT_MAX_BYTES, &id) == 0)
+        return 0;
+    return id;
 }
 
 void proto_frame_free(Herald__Frame *f)

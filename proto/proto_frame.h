@@ -67,6 +67,20 @@ const char *proto_err_str(int err);
  * proto_frame_free(). */
 int proto_frame_decode(nl_buf_t *in, size_t max_frame_bytes, Herald__Frame **out);
 
+/* As proto_frame_decode, without consuming: on 1, *frame_bytes gets the frame's length on the
+ * wire (prefix included), for the caller to nl_buf_retrieve once it has handled the frame (or
+ * to leave in place and decode again later). Returns: as proto_frame_decode.
+ * Thread: the owner of in. Ownership: *out belongs to the caller (proto_frame_free). */
+int proto_frame_peek(const nl_buf_t *in, size_t max_frame_bytes, Herald__Frame **out,
+                     size_t *frame_bytes);
+
+/* The Frame.id of the first frame in `in`, read from its raw bytes without decoding the rest:
+ * for an answer to a frame that proto_frame_decode refused as PROTO_ERR_UNDECODABLE. 0 when
+ * the frame is not whole, its prefix is bad or over max_frame_bytes, or its body does not
+ * begin with field 1 (every protobuf runtime writes set fields in number order).
+ * Thread: the owner of in. */
+uint64_t proto_frame_peek_id(const nl_buf_t *in, size_t max_frame_bytes);
+
 /* Decodes one serialized Frame of len bytes (no length prefix) from data.
  * Returns: 0 with *out set; PROTO_ERR_UNDECODABLE; -ENOMEM. Thread: any.
  * Ownership: data is only read; *out belongs to the caller (proto_frame_free). */

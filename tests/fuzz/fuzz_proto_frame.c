@@ -1,5 +1,6 @@
 /*
- * libFuzzer target for proto_frame_decode (clang -fsanitize=fuzzer,address,undefined).
+ * libFuzzer target for proto_frame_decode and proto_frame_peek_id (clang
+ * -fsanitize=fuzzer,address,undefined).
  *
  * Input layout: byte 0 picks the frame limit (1 << (b % 17), 1 B .. 64 KiB), byte 1 the
  * feeding step (1 + b % 32 bytes per append, or everything at once when b is 0), the rest is
@@ -51,6 +52,9 @@ static int drain(nl_buf_t *b, size_t max_frame_bytes)
 {
     for (;;) {
         size_t before = nl_buf_readable(b);
+        /* The id reader for refused frames looks at the same bytes and consumes nothing. */
+        (void)proto_frame_peek_id(b, max_frame_bytes);
+        NL_ASSERT(nl_buf_readable(b) == before);
         Herald__Frame *f = NULL;
         int rc = proto_frame_decode(b, max_frame_bytes, &f);
         if (rc != 1) {

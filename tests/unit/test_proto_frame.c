@@ -745,6 +745,74 @@ static void test_proto_epoch_str(void **state)
     }
 }
 
+/* proto_frame_peek decodes like proto_frame_decode and leaves the bytes; the caller retrieves
+ * frame_bytes of them. */
+static void test_proto_frame_peek_keeps_bytes(void **state)
+{
+    (void)state;
+    sample_t s;
+    nl_buf_t b;
+    nl_buf_init(&b, 0);
+    assert_int_equal(proto_frame_append(&b, sample_frame(&s, 6)), 0);
+    size_t whole = nl_buf_readable(&b);
+    Herald__Frame *f = NULL;
+    size_t n = 0;
+    assert_int_equal(proto_frame_peek(&b, MAX_FRAME, &f, &n), 1);
+    assert_int_equal(n, whole);
+    assert_int_equal(nl_buf_readable(&b), whole);
+    assert_string_equal(f->publish->channel, "news");
+    proto_frame_free(f);
+    /* Again, the same frame; then taken. */
+    assert_int_equal(proto_frame_peek(&b, MAX_FRAME, &f, &n), 1);
+    proto_frame_free(f);
+    nl_buf_retrieve(&b, n);
+    assert_int_equal(proto_frame_peek(&b, MAX_FRAME, &f, &n), 0);
+    nl_buf_deinit(&b);
+}
+
+/* The id of a frame refused as undecodable, read from its raw bytes: one row per boundary. */
+typedef struct peek_id_row_s {
+    const char *what;
+    uint8_t bytes[16];
+    size_t len;
+    size_t max_frame_bytes;
+    uint64_t want;
+} peek_id_row_t;
+
+static void test_proto_frame_peek_id(void **state)
+{
+    (void)state;
+    static const peek_id_row_t rows[] = {
+        /* Subscribe{channel: "\xff"}, id 7: the string is not UTF-8. */
+        {"bad string, id first", {0x07, 0x08, 0x07, 0x22, 0x03, 0x0a, 0x01, 0xff}, 8, 64, 7},
+        {"two-byte id 300", {0x05, 0x08, 0xac, 0x02, 0x10, 0x01}, 6, 64, 300},
+        {"id not first", {0x05, 0x10, 0x01, 0x08, 0x07, 0x00}, 6, 64, 0},
+        {"no id", {0x02, 0x5a, 0x00}, 3, 64, 0},
+        {"frame not whole", {0x07, 0x08, 0x07, 0x22}, 4, 64, 0},
+        {"id varint cut by the frame's end", {0x02, 0x08, 0x80, 0x01}, 4, 64, 0},
+        {"prefix over the limit", {0x07, 0x08, 0x07, 0x22, 0x03, 0x0a, 0x01, 0xff}, 8, 4, 0},
+        {"prefix of 11 bytes",
+         {0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x00},
+         11,
+         64,
+         0},
+        {"empty", {0}, 0, 64, 0},
+    };
+    for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+        const peek_id_row_t *r = &rows[i];
+        nl_buf_t b;
+        nl_buf_init(&b, 0);
+        if (r->len)
+            assert_int_equal(nl_buf_append(&b, r->bytes, r->len), 0);
+        uint64_t got = proto_frame_peek_id(&b, r->max_frame_bytes);
+        if (got != r->want)
+            fail_msg("%s: id %llu, want %llu", r->what, (unsigned long long)got,
+                     (unsigned long long)r->want);
+        assert_int_equal(nl_buf_readable(&b), r->len);
+        nl_buf_deinit(&b);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -761,6 +829,8 @@ int main(void)
         cmocka_unit_test(test_proto_frame_push_block),
         cmocka_unit_test(test_proto_frame_append_full_buffer),
         cmocka_unit_test(test_proto_frame_names),
+        cmocka_unit_test(test_proto_frame_peek_keeps_bytes),
+        cmocka_unit_test(test_proto_frame_peek_id),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
