@@ -435,12 +435,18 @@ static void session_dispatch(gw_loop_t *lp, gw_session_t *s, const Herald__Frame
 
 /* --- input -------------------------------------------------------------------------------- */
 
-static void session_decode_failed(gw_loop_t *lp, gw_session_t *s, int rc)
+/* The Error names the offending frame by its id when the frame arrived whole and its id can
+ * be read (PROTOCOL.md section 7), as it does for a frame that decoded but broke the rules;
+ * a bad or oversized length prefix leaves nothing to read it from (id 0). */
+static void session_decode_failed(gw_loop_t *lp, gw_session_t *s, int rc, const nl_buf_t *in,
+                                  size_t max_frame)
 {
     if (rc == PROTO_ERR_TOO_LARGE)
         gw_session_error(lp, s, 0, GW_PERR_FRAME_TOO_LARGE, 0);
-    else if (rc == PROTO_ERR_BAD_VARINT || rc == PROTO_ERR_UNDECODABLE)
+    else if (rc == PROTO_ERR_BAD_VARINT)
         gw_session_error(lp, s, 0, GW_PERR_UNDECODABLE, 0);
+    else if (rc == PROTO_ERR_UNDECODABLE)
+        gw_session_error(lp, s, proto_frame_peek_id(in, max_frame), GW_PERR_UNDECODABLE, 0);
     else
         nl_conn_close(s->member.conn, rc); /* -ENOMEM: nothing sensible to say */
 }
@@ -457,7 +463,7 @@ size_t gw_session_process(gw_loop_t *lp, gw_session_t *s, nl_buf_t *in)
         if (rc == 0)
             return frames;
         if (rc < 0) {
-            session_decode_failed(lp, s, rc);
+            session_decode_failed(lp, s, rc, in, max_frame);
             break;
         }
         frames++;
