@@ -39,11 +39,15 @@ void gw_config_init(gw_config_t *cfg)
     cfg->max_channel_bytes = GW_CHANNEL_NAME_MAX_DEFAULT;
     cfg->publish_rate_per_s = 100;
     cfg->publish_burst = 200;
+    cfg->max_unauthenticated = 10000;
+    cfg->max_unauthenticated_per_address = 1000;
     cfg->output_high_water_bytes = MIB;
     cfg->slow_consumer = GW_SLOW_DROP;
     cfg->slow_consumer_linger_ms = 5000;
     cfg->history_max_bytes = 128 * MIB;
     cfg->presence_max_clients = 1000;
+    cfg->presence_max_inflight = 2;
+    cfg->presence_event_window_ms = 1000;
     cfg->presence_refresh_ms = 5000;
     cfg->presence_last_seen_ttl_ms = 24ull * 3600 * 1000;
     cfg->presence_last_seen_max = 100000;

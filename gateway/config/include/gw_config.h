@@ -200,17 +200,26 @@ typedef struct gw_config_s {
     uint64_t max_frame_bytes;            /* default 64 KiB */
     uint32_t max_subscriptions_per_conn; /* default 128 */
     uint32_t max_channel_bytes;          /* default 128 */
-    uint32_t publish_rate_per_s;         /* default 100 publishes/s per connection; 0 = off */
-    uint32_t publish_burst;              /* default 200 */
-    uint64_t output_high_water_bytes;    /* default 1 MiB */
-    gw_slow_policy_t slow_consumer;      /* default GW_SLOW_DROP */
-    uint64_t slow_consumer_linger_ms;    /* disconnect policy: time to read the backlog; 5 s */
+    /* The request budget of a connection: Publish, Subscribe and PresenceRequest each take a
+     * token (the names predate Subscribe and PresenceRequest counting). */
+    uint32_t publish_rate_per_s; /* default 100 requests/s per connection; 0 = off */
+    uint32_t publish_burst;      /* default 200 */
+    /* Connections that have not authenticated yet (no verified Connect): node-wide and per
+     * source address; past either, the oldest such connection (of that address) is closed to
+     * make room. The node-wide one is also held to a quarter of the client descriptors. */
+    uint32_t max_unauthenticated;             /* default 10000 */
+    uint32_t max_unauthenticated_per_address; /* default 1000 */
+    uint64_t output_high_water_bytes;         /* default 1 MiB */
+    gw_slow_policy_t slow_consumer;           /* default GW_SLOW_DROP */
+    uint64_t slow_consumer_linger_ms;         /* disconnect policy: time to read the backlog; 5 s */
 
     /* [history] */
     char history_rules[GW_HISTORY_RULES_TEXT_MAX]; /* default "": none (gw_config.h) */
     uint64_t history_max_bytes; /* default 128 MiB: all histories of the node together */
     /* [presence] */
     uint32_t presence_max_clients;      /* default 1000: clients listed per presence answer */
+    uint32_t presence_max_inflight;     /* default 2: PresenceRequests per connection at once */
+    uint64_t presence_event_window_ms;  /* default 1 s: join/leave events coalesce within it */
     uint64_t presence_refresh_ms;       /* default 5 s: one online-status batch per loop */
     uint64_t presence_last_seen_ttl_ms; /* default 24 h: an offline user's last seen, kept */
     uint32_t presence_last_seen_max;    /* default 100000 users gone offline remembered */
@@ -448,7 +457,10 @@ void gw_config_snap_unref(gw_config_snap_t *snap);
  *
  * What applies when (settings marked "reloads on SIGHUP" in --help):
  *   - at once, for every session: max_subscriptions, max_channel_bytes, publish_rate and
- *     publish_burst (at the next request), output_high_water as the slow-consumer threshold,
+ *     publish_burst (at the next request), presence max_inflight (at the next
+ *     PresenceRequest), max_unauthenticated and max_unauthenticated_per_address (at the next
+ *     accepted connection), presence event_window (from the loop's next window),
+ *     output_high_water as the slow-consumer threshold,
  *     slow_consumer and slow_consumer_linger, idle_timeout (from each session's next frame),
  *     max_connections (new connections; none is closed for being over it), the token secret
  *     and previous_secrets (Connects verified from now on; sessions already authenticated
