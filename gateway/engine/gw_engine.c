@@ -36,6 +36,32 @@ const char *gw_recovery_str(gw_recovery_t r)
     return (unsigned)r < GW_RECOVERY_RESULTS ? names[r] : "unknown";
 }
 
+/* --- cancel flags ------------------------------------------------------------------------- */
+
+gw_cancel_t *gw_cancel_new(void)
+{
+    gw_cancel_t *c = malloc(sizeof(*c));
+    if (c) {
+        atomic_init(&c->refs, 1);
+        atomic_init(&c->is_cancelled, false);
+    }
+    return c;
+}
+
+gw_cancel_t *gw_cancel_ref(gw_cancel_t *c)
+{
+    if (c)
+        atomic_fetch_add_explicit(&c->refs, 1, memory_order_relaxed);
+    return c;
+}
+
+void gw_cancel_unref(gw_cancel_t *c)
+{
+    /* acq_rel, as gw_msg_unref: the last holder sees every other holder's reads done. */
+    if (c && atomic_fetch_sub_explicit(&c->refs, 1, memory_order_acq_rel) == 1)
+        free(c);
+}
+
 /* --- publish ------------------------------------------------------------------------------ */
 
 gw_engine_pub_t *gw_engine_pub_new(void *engine, const char *chan, size_t chan_len, uint32_t hash,

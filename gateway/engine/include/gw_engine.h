@@ -45,6 +45,7 @@
 #ifndef HERALD_GATEWAY_ENGINE_GW_ENGINE_H
 #define HERALD_GATEWAY_ENGINE_GW_ENGINE_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -72,14 +73,41 @@ typedef struct gw_engine_result_s {
 /* A request finished. r is the caller's reply record, cookies included. */
 typedef void (*gw_engine_reply_cb)(const gw_engine_reply_t *r, const gw_engine_result_t *res);
 
+/* Set by a requester nobody waits for any more (a client connection that went): an engine may
+ * skip the work of a request that carries it (the memory engine's presence parts do); the
+ * reply callback still runs, once. The requester keeps one reference per request until that
+ * request's callback ran, so an engine reads it without taking its own. */
+typedef struct gw_cancel_s {
+    _Atomic uint32_t refs;
+    _Atomic bool is_cancelled;
+} gw_cancel_t;
+
+/* A new flag, not set, with one reference. Returns NULL (ENOMEM). Thread: any. */
+gw_cancel_t *gw_cancel_new(void);
+/* Adds / drops a reference (NULL is fine); the last frees it. Thread: any. */
+gw_cancel_t *gw_cancel_ref(gw_cancel_t *c);
+void gw_cancel_unref(gw_cancel_t *c);
+
+static inline void gw_cancel_set(gw_cancel_t *c)
+{
+    atomic_store_explicit(&c->is_cancelled, true, memory_order_relaxed);
+}
+
+/* Whether the request's requester gave up (c may be NULL: never). Thread: any. */
+static inline bool gw_cancel_is_set(const gw_cancel_t *c)
+{
+    return c && atomic_load_explicit(&c->is_cancelled, memory_order_relaxed);
+}
+
 /* Where and how an answer goes. Copied by value into the engine's request, so the caller
  * keeps nothing alive: ptr/u64 are cookies for the callback ((conn id, request id), or an
- * HTTP request). */
+ * HTTP request); cancel (may be NULL) is the requester's gw_cancel_t. */
 struct gw_engine_reply_s {
     nl_loop_t *loop; /* run cb here (posted); NULL: on the engine thread that finished */
     gw_engine_reply_cb cb;
     void *ptr;
     uint64_t u64[2];
+    gw_cancel_t *cancel;
 };
 
 /* How a history request turned out (herald_recoveries_total{result}). */

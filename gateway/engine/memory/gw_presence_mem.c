@@ -189,8 +189,11 @@ static void q_part_run(void *arg)
     const gw_engine_host_t *host = q->pm->host;
     switch (q->kind) {
     case Q_CHANNEL:
-        part->err =
-            host->ops->presence_part(host->arg, part->index, q->name, q->name_len, &part->chan);
+        /* A client that hung up waits for nothing: its query costs no walk of the channel. */
+        part->err = gw_cancel_is_set(q->reply.cancel)
+                        ? -ECANCELED
+                        : host->ops->presence_part(host->arg, part->index, q->name, q->name_len,
+                                                   &part->chan);
         break;
     case Q_USER:
         host->ops->online_part(host->arg, part->index, q->name, q->name_len, &part->user);
