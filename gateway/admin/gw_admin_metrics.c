@@ -154,6 +154,10 @@ static void render_sessions(gw_metrics_t *w, const totals_t *t, const gw_stats_s
     gw_metrics_counter(w, "herald_drained_total",
                        "Sessions told to reconnect elsewhere by a drain (SIGTERM).", NULL,
                        t->s.drained);
+    gw_metrics_counter(w, "herald_requests_held_total",
+                       "Times a connection's requests waited for an earlier one (a Subscribe "
+                       "not answered yet, presence queries in progress).",
+                       NULL, t->s.held_inputs);
     for (int r = 0; r < GW_AUTH_FAIL_REASONS; r++)
         gw_metrics_counter(
             w, "herald_auth_failures_total", "Connects refused by reason.",

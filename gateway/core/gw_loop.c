@@ -20,6 +20,9 @@
 static void loop_before_sleep(nl_loop_t *loop, void *arg)
 {
     gw_loop_t *lp = arg;
+    /* Input that waited for an answer sent this iteration goes first: what it publishes leaves
+     * with this flush. */
+    gw_session_flow_run(lp);
     gw_fanout_flush(&lp->fo);
     gw_fanout_flush_done(&lp->fo);
     lp->node->engine->ops->tick(lp->node->engine, lp->fo.index);
@@ -75,6 +78,9 @@ static int loop_setup(nl_loop_t *loop, gw_loop_t *lp, uint32_t index)
     err = gw_chantab_init(&lp->recovering);
     if (err < 0)
         goto fail_fanout;
+    err = gw_chantab_init(&lp->sides);
+    if (err < 0)
+        goto fail_recovering;
     uint64_t shortest = cfg->connect_timeout_ms < cfg->idle_timeout_ms ? cfg->connect_timeout_ms
                                                                        : cfg->idle_timeout_ms;
     uint64_t longest = cfg->connect_timeout_ms > cfg->idle_timeout_ms ? cfg->connect_timeout_ms
@@ -82,7 +88,7 @@ static int loop_setup(nl_loop_t *loop, gw_loop_t *lp, uint32_t index)
     err = gw_heartbeat_init(&lp->hb, loop, gw_heartbeat_tick_ms(shortest), longest,
                             gw_session_on_deadline, lp);
     if (err < 0)
-        goto fail_recovering;
+        goto fail_sides;
     err = gw_presence_loop_init(&lp->presence);
     if (err < 0)
         goto fail_hb;
@@ -100,6 +106,8 @@ fail_presence:
     gw_presence_loop_deinit(&lp->presence);
 fail_hb:
     gw_heartbeat_deinit(&lp->hb);
+fail_sides:
+    gw_session_flow_deinit(lp);
 fail_recovering:
     gw_session_recover_deinit(lp);
 fail_fanout:
@@ -133,6 +141,7 @@ void gw_loop_on_stop(nl_loop_t *loop, void *arg)
     }
     gw_presence_loop_deinit(&lp->presence);
     gw_heartbeat_deinit(&lp->hb);
+    gw_session_flow_deinit(lp);
     gw_session_recover_deinit(lp);
     gw_fanout_loop_deinit(&lp->fo);
     nl_buf_deinit(&lp->scratch);

@@ -45,12 +45,16 @@ struct gw_loop_s {
     gw_fanout_loop_t fo; /* fan-out's part: index, nl loop, subscription index, batches, policy */
     gw_presence_loop_t presence; /* the loop's users (state) */
     gw_node_t *node;
-    bool is_stopping;          /* sessions closed for shutdown: refuse new work */
-    bool is_draining;          /* drain step D1 reached this loop: refuse new connections */
-    gw_config_snap_t *snap;    /* this loop's config (a reference); see gw_loop_cfg */
-    gw_heartbeat_t hb;         /* deadlines of this loop's sessions */
-    nl_buf_t scratch;          /* encodes one reply frame at a time */
-    gw_chantab_t recovering;   /* Subscribe{recover} waiting for history (gw_session_recover) */
+    bool is_stopping;        /* sessions closed for shutdown: refuse new work */
+    bool is_draining;        /* drain step D1 reached this loop: refuse new connections */
+    gw_config_snap_t *snap;  /* this loop's config (a reference); see gw_loop_cfg */
+    gw_heartbeat_t hb;       /* deadlines of this loop's sessions */
+    nl_buf_t scratch;        /* encodes one reply frame at a time */
+    gw_chantab_t recovering; /* Subscribe{recover} waiting for history (gw_session_recover) */
+    gw_chantab_t sides;      /* sessions' side records, by connection id (gw_session_flow) */
+    uint64_t *wake_ids;      /* sessions whose waiting input to look at before sleeping */
+    uint32_t n_wake;
+    uint32_t cap_wake;
     uint64_t recover_seq;      /* tickets of those requests */
     uint64_t acked_posts;      /* fo.posts when the loop last answered a shutdown step */
     nl_timer_t *refresh_timer; /* the presence refresh batch (gw_loop.c) */

@@ -105,7 +105,7 @@ static void session_set_closing(gw_session_t *s, gw_close_reason_t reason)
 int gw_session_send(gw_loop_t *lp, gw_session_t *s, const Herald__Frame *f)
 {
     nl_buf_t *b = &lp->scratch;
-    int err = proto_frame_append_prefixed(b, f, s->flags & GW_SESSION_IS_WS ? gw_ws_header : NULL);
+    int err = proto_frame_append_prefixed(b, f, s->member.flags & GW_SUB_SET_WS ? gw_ws_header : NULL);
     /* Answers wait for the loop's flush, which writes them with the iteration's Pushes in one
      * batch: a burst of publishes from many clients then costs one system call for all their
      * PublishOks rather than one each, and each peer is woken once (seed.sh: herald's CPU 10-30%
@@ -167,7 +167,7 @@ static void session_close_gracefully(gw_loop_t *lp, gw_session_t *s, gw_close_re
         gw_sub_remove_all(&lp->fo.subs, &s->member);
     /* On WebSocket the half-close is preceded by a close frame that says the same as the
      * Disconnect (PROTOCOL.md, WebSocket). */
-    if (s->flags & GW_SESSION_IS_WS)
+    if (s->member.flags & GW_SUB_SET_WS)
         gw_ws_set_close(s->member.conn, (uint16_t)(GW_WS_CLOSE_HERALD_BASE + code), text);
     /* Keep reading (discarding) so the client's hang-up is seen, even if reading was paused
      * for a token verification. */
@@ -258,6 +258,13 @@ static void session_subscribe(gw_loop_t *lp, gw_session_t *s, const Herald__Fram
         gw_session_error(lp, s, f->id, GW_PERR_TOO_MANY_SUBSCRIPTIONS, 0);
         return;
     }
+    /* A Subscribe costs a join, a SubscribeOk and a join event to every listener of the
+     * channel (and its Unsubscribe the leave): churning them takes from the request budget. */
+    uint32_t retry_after_ms = 0;
+    if (!gw_session_take_token(lp, s, &retry_after_ms)) {
+        gw_session_error(lp, s, f->id, GW_PERR_RATE_LIMITED, retry_after_ms);
+        return;
+    }
     /* Events first: the listener subscription's join is on its way to the engine before the
      * channel's SubscribeOk can go out, so every event after that SubscribeOk reaches it. */
     bool is_listening = f->subscribe && f->subscribe->join_leave;
@@ -309,31 +316,6 @@ static void session_unsubscribe(gw_loop_t *lp, gw_session_t *s, const Herald__Fr
     (void)gw_session_send(lp, s, &r);
 }
 
-/* A token bucket of publish_rate_per_s tokens a second, publish_burst deep, kept in
- * thousandths of a token so that a refill of a few milliseconds is not lost to rounding. */
-static bool session_take_token(gw_loop_t *lp, gw_session_t *s, uint32_t *retry_after_ms)
-{
-    const gw_config_t *cfg = gw_loop_cfg(lp);
-    uint64_t rate = cfg->publish_rate_per_s;
-    if (rate == 0)
-        return true;
-    uint64_t burst_milli = (uint64_t)(cfg->publish_burst ? cfg->publish_burst : 1) * 1000;
-    if (burst_milli > UINT32_MAX)
-        burst_milli = UINT32_MAX;
-    uint32_t now = (uint32_t)session_now_ms(lp);
-    uint64_t tokens = s->rl_milli + (uint64_t)(uint32_t)(now - s->rl_ms) * rate;
-    s->rl_ms = now;
-    if (tokens > burst_milli)
-        tokens = burst_milli;
-    if (tokens < 1000) {
-        s->rl_milli = (uint32_t)tokens;
-        *retry_after_ms = (uint32_t)((1000 - tokens + rate - 1) / rate);
-        return false;
-    }
-    s->rl_milli = (uint32_t)(tokens - 1000);
-    return true;
-}
-
 /* The engine's answer to a client Publish, on the publisher's loop. */
 static void session_on_published(const gw_engine_reply_t *r, const gw_engine_result_t *res)
 {
@@ -369,7 +351,7 @@ static void session_publish(gw_loop_t *lp, gw_session_t *s, const Herald__Frame 
     if (!session_check_channel(lp, s, f->id, name, len))
         return;
     uint32_t retry_after_ms = 0;
-    if (!session_take_token(lp, s, &retry_after_ms)) {
+    if (!gw_session_take_token(lp, s, &retry_after_ms)) {
         gw_session_error(lp, s, f->id, GW_PERR_RATE_LIMITED, retry_after_ms);
         return;
     }
@@ -459,13 +441,22 @@ size_t gw_session_process(gw_loop_t *lp, gw_session_t *s, nl_buf_t *in)
     size_t frames = 0;
     while (s->state == GW_SESSION_AWAIT_CONNECT || s->state == GW_SESSION_AUTHENTICATED) {
         Herald__Frame *f = NULL;
-        int rc = proto_frame_decode(in, max_frame, &f);
+        size_t n = 0;
+        int rc = proto_frame_peek(in, max_frame, &f, &n);
         if (rc == 0)
             return frames;
         if (rc < 0) {
             session_decode_failed(lp, s, rc, in, max_frame);
             break;
         }
+        /* A frame that would overtake an unfinished request stays in the buffer, with all
+         * behind it, until that request is answered (gw_session_flow.c). */
+        if (s->state == GW_SESSION_AUTHENTICATED && gw_session_must_wait(lp, s, f) &&
+            gw_session_hold(lp, s, in)) {
+            proto_frame_free(f);
+            return frames;
+        }
+        nl_buf_retrieve(in, n);
         frames++;
         if ((unsigned)f->body_case < GW_STATS_FRAME_TYPES)
             lp->stats.frames_in[f->body_case]++;
@@ -515,6 +506,16 @@ static void session_on_message(nl_conn_t *c, nl_buf_t *in)
 {
     gw_session_t *s = nl_conn_data(c);
     gw_loop_t *lp = gw_loop_current();
+    /* Input that waits for an earlier request stays as it is, bytes read since included (an
+     * event already returned by the same wait as the pause). */
+    if (s->state == GW_SESSION_AUTHENTICATED && gw_session_is_holding(lp, s))
+        return;
+    gw_session_input(lp, s, in);
+}
+
+void gw_session_input(gw_loop_t *lp, gw_session_t *s, nl_buf_t *in)
+{
+    nl_conn_t *c = s->member.conn;
     uint64_t wall_ms = 0;
     bool was_authenticated = s->state == GW_SESSION_AUTHENTICATED;
     if (was_authenticated) {
@@ -576,10 +577,8 @@ static void session_on_connected(nl_conn_t *c)
     }
     s->member.conn = c;
     const gw_node_listen_ctx_t *ctx = nl_conn_ctx(c);
-    if (ctx && ctx->is_ws) {
-        s->flags |= GW_SESSION_IS_WS;
+    if (ctx && ctx->is_ws)
         s->member.flags |= GW_SUB_SET_WS;
-    }
     s->state = GW_SESSION_AWAIT_CONNECT;
     s->close_reason = GW_SESSION_NO_REASON;
     nl_conn_set_data(c, s);
@@ -607,6 +606,7 @@ static void session_on_close(nl_conn_t *c, int reason)
         return;
     gw_loop_t *lp = gw_loop_current();
     gw_heartbeat_cancel(&lp->hb, &s->deadline);
+    gw_session_flow_close(lp, s);
     gw_session_offline(lp, s);
     gw_sub_remove_all(&lp->fo.subs, &s->member);
     gw_close_reason_t why = s->close_reason != GW_SESSION_NO_REASON ? s->close_reason
@@ -716,6 +716,8 @@ static void session_on_joined(gw_sub_set_t *set, uint64_t req_id, int status,
         session_subscribed(lp, s, req_id, e);
         gw_session_presence_joined(lp, s, name, len);
     }
+    /* A Publish or PresenceRequest of this channel may wait for this answer. */
+    gw_session_wake(lp, s);
 }
 
 static void session_on_recover_failed(gw_sub_set_t *set, const char *name, size_t len,

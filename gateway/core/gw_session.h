@@ -88,6 +88,14 @@ void gw_session_on_slow(gw_sub_set_t *set, void *arg);
  * outage past their expiry) calls for it when the server is back. Thread: lp's loop. */
 void gw_session_presence_resync(gw_loop_t *lp);
 
+/* Before the loop sleeps: resumes the input of the sessions whose waiting request completed
+ * this iteration (gw_session_flow.c). Thread: lp's loop. */
+void gw_session_flow_run(gw_loop_t *lp);
+
+/* Frees the loop's session side records and wake list (lp->sides, lp->wake_ids; the loop
+ * initialises the table with gw_chantab_init). Thread: lp's loop, at its stop. */
+void gw_session_flow_deinit(gw_loop_t *lp);
+
 /* Frees the loop's table of Subscribe{recover} requests waiting for history (lp->recovering;
  * the loop initialises it with gw_chantab_init). Thread: lp's loop, at its stop. */
 void gw_session_recover_deinit(gw_loop_t *lp);

@@ -21,6 +21,7 @@
 #include <stdint.h>
 
 #include "gw_channel.h"
+#include "gw_engine.h"
 #include "gw_node_int.h"
 #include "gw_session.h"
 #include "gw_fanout.h"
@@ -40,7 +41,9 @@ typedef enum gw_session_state_e {
 /* s->flags */
 #define GW_SESSION_IS_AUTHED 0x01u    /* counted in stats.authenticated */
 #define GW_SESSION_ALL_CHANNELS 0x02u /* insecure mode: every channel allowed */
-#define GW_SESSION_IS_WS 0x04u        /* a WebSocket connection: frames in WebSocket framing */
+/* A side record in the loop's table (gw_session_flow.c): input waiting, or presence queries in
+ * progress. */
+#define GW_SESSION_HAS_SIDE 0x04u
 #define GW_SESSION_DEADLINE_EXP 0x08u /* the wheel deadline is the token's exp, not idleness */
 /* A Connect was answered BUSY (or INTERNAL): the server, not the client, failed it, so the
  * requests pipelined behind it are answered BUSY until the client sends Connect again. */
@@ -140,9 +143,13 @@ void gw_session_begin_close(gw_loop_t *lp, gw_session_t *s, gw_close_reason_t re
  * set; 0 otherwise). Sets or clears GW_SESSION_DEADLINE_EXP to say which. */
 uint64_t gw_session_deadline_ms(gw_loop_t *lp, gw_session_t *s, uint64_t wall_ms);
 
-/* Decodes and handles every complete frame in in (stops while AUTHENTICATING). Returns how
- * many frames it decoded. */
+/* Decodes and handles every complete frame in in (stops while AUTHENTICATING, and before a
+ * frame that must wait: gw_session_must_wait). Returns how many frames it handled. */
 size_t gw_session_process(gw_loop_t *lp, gw_session_t *s, nl_buf_t *in);
+
+/* What on_message does with the input of s: the token's expiry, the frames, the idle deadline
+ * pushed back for each read that held a whole frame. Also resumes input that waited. */
+void gw_session_input(gw_loop_t *lp, gw_session_t *s, nl_buf_t *in);
 
 /* Connect: verifies the token (on the worker pool, or at once in insecure mode).
  * May reallocate s: re-read nl_conn_data afterwards. */
@@ -168,6 +175,39 @@ void gw_session_recover_failed(gw_loop_t *lp, gw_session_t *s, const char *chan,
 
 /* Whether s's token allows channel name[0..len). */
 bool gw_session_allows(const gw_session_t *s, const char *name, size_t len);
+
+/* --- gw_session_flow.c: the request budget, order, presence in progress ------------------ */
+
+/* Takes one token from s's request budget ([limits] publish_rate / publish_burst). Returns
+ * false, with *retry_after_ms set, when there is none (the request is answered RATE_LIMITED). */
+bool gw_session_take_token(gw_loop_t *lp, gw_session_t *s, uint32_t *retry_after_ms);
+
+/* Whether frame f of authenticated session s must wait: a Publish or PresenceRequest of a
+ * channel whose Subscribe is still unanswered, or a PresenceRequest past
+ * [presence] max_inflight. */
+bool gw_session_must_wait(gw_loop_t *lp, gw_session_t *s, const Herald__Frame *f);
+
+/* Leaves in's bytes (the frame that must wait first) for later and pauses reading. Returns
+ * false without memory for the record (the frame is then handled at once). */
+bool gw_session_hold(gw_loop_t *lp, gw_session_t *s, nl_buf_t *in);
+
+/* Whether s's input waits. */
+bool gw_session_is_holding(gw_loop_t *lp, const gw_session_t *s);
+
+/* Something s's waiting input may depend on completed (a Subscribe answered, a presence
+ * answer sent): the input is looked at again before the loop sleeps. Safe inside index and
+ * engine callbacks. */
+void gw_session_wake(gw_loop_t *lp, gw_session_t *s);
+
+/* A PresenceRequest of s starts: counted in progress. Returns its cancel flag, one reference
+ * for the request (dropped by gw_cancel_unref once its answer came), or NULL without memory. */
+gw_cancel_t *gw_session_presence_begin(gw_loop_t *lp, gw_session_t *s);
+
+/* A PresenceRequest of s was answered: one fewer in progress (waiting input is woken). */
+void gw_session_presence_end(gw_loop_t *lp, gw_session_t *s);
+
+/* s closes: its presence queries are flagged cancelled and its side record goes. */
+void gw_session_flow_close(gw_loop_t *lp, gw_session_t *s);
 
 /* --- gw_session_presence.c ---------------------------------------------------------------- */
 

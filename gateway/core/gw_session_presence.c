@@ -282,9 +282,11 @@ uint32_t gw_session_presence_sub_count(const gw_loop_t *lp, const gw_session_t *
 static void presence_on_answer(const gw_engine_reply_t *r, const gw_engine_result_t *res)
 {
     gw_loop_t *lp = gw_loop_current();
+    gw_cancel_unref(r->cancel); /* the request's reference (gw_session_presence_begin) */
     gw_session_t *s = gw_session_lookup(lp->fo.loop, r->u64[0], GW_SESSION_AUTHENTICATED);
     if (!s)
         return; /* gone or closing meanwhile */
+    gw_session_presence_end(lp, s);
     if (res->status == -EBUSY || res->status == -EAGAIN) {
         gw_session_error(lp, s, r->u64[1], GW_PERR_BUSY, 1000); /* Redis busy or away */
         return;
@@ -339,10 +341,36 @@ void gw_session_presence_request(gw_loop_t *lp, gw_session_t *s, const Herald__F
         gw_session_error(lp, s, f->id, GW_PERR_FORBIDDEN, 0);
         return;
     }
-    gw_engine_reply_t reply = {
-        .loop = lp->fo.loop, .cb = presence_on_answer, .u64 = {nl_conn_id(s->member.conn), f->id}};
+    /* An answer lists up to [presence] max_clients clients: tens of KiB built from a walk of
+     * every loop's subscribers. Each takes from the request budget, and a client that does not
+     * read its answers gets no more of them (BUSY) rather than a queue that grows to the cap
+     * on its unread output and a close. At most max_inflight run at once per connection
+     * (gw_session_must_wait held the rest back). */
+    uint32_t retry_after_ms = 0;
+    if (!gw_session_take_token(lp, s, &retry_after_ms)) {
+        gw_session_error(lp, s, f->id, GW_PERR_RATE_LIMITED, retry_after_ms);
+        return;
+    }
+    if (lp->fo.high_water_bytes &&
+        nl_conn_output_bytes(s->member.conn) >= lp->fo.high_water_bytes) {
+        gw_session_error(lp, s, f->id, GW_PERR_BUSY, 1000);
+        return;
+    }
+    gw_cancel_t *cancel = gw_session_presence_begin(lp, s);
+    if (!cancel) {
+        gw_session_error(lp, s, f->id, GW_PERR_INTERNAL, 0);
+        return;
+    }
+    gw_engine_reply_t reply = {.loop = lp->fo.loop,
+                               .cb = presence_on_answer,
+                               .u64 = {nl_conn_id(s->member.conn), f->id},
+                               .cancel = cancel};
     gw_engine_t *e = lp->node->engine;
     int err = e->ops->presence(e, name, len, &reply);
+    if (err < 0) {
+        gw_cancel_unref(cancel);
+        gw_session_presence_end(lp, s);
+    }
     if (err == -ENOTSUP)
         gw_session_error(lp, s, f->id, GW_PERR_NOT_SUPPORTED, 0);
     else if (err < 0)

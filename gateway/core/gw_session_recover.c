@@ -114,6 +114,7 @@ static void recover_abort(gw_loop_t *lp, gw_session_t *s, const char *chan, size
     uint64_t req_id = r->req_id;
     rec_free(lp, r);
     gw_session_error(lp, s, req_id, err, err == GW_PERR_BUSY ? 1000 : 0);
+    gw_session_wake(lp, s); /* requests of the channel may wait for this answer */
 }
 
 void gw_session_recover_withdrawn(gw_loop_t *lp, gw_session_t *s, const char *chan, size_t len)
@@ -153,6 +154,8 @@ static void recover_on_history(const gw_engine_reply_t *r, const gw_engine_resul
     gw_session_t *s = gw_session_lookup(lp->fo.loop, r->u64[0], GW_SESSION_AUTHENTICATED);
     if (!s)
         return;
+    /* Requests of the channel that wait for this answer look again once it is out. */
+    gw_session_wake(lp, s);
     uint32_t hash = gw_sub_hash(a->chan, a->chan_len);
     gw_sub_entry_t *e = gw_sub_find(&lp->fo.subs, a->chan, a->chan_len, hash);
     if (!e || gw_sub_recovered(&s->member, e) < 0)

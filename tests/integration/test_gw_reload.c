@@ -134,13 +134,15 @@ static void test_gw_reload_limits(void **state)
 
     reload(h, &r,
            "[auth]\ninsecure = true\n"
-           "[limits]\nmax_subscriptions = 4\npublish_rate = 1\npublish_burst = 1\n",
+           "[limits]\nmax_subscriptions = 4\npublish_rate = 1\npublish_burst = 4\n",
            true);
     expect_log(h, &r, "ev=config_changed key=limits.max_subscriptions old=\"2\" new=\"4\"");
     expect_log(h, &r, "ev=config_changed key=limits.publish_rate old=\"0\" new=\"1\"");
     expect_log(h, &r, "ev=reload_done generation=2 changed=3 restart_needed=0");
 
-    /* The session from before the reload: the new limits, and its subscriptions intact. */
+    /* The session from before the reload: the new limits, and its subscriptions intact. Its
+     * request budget is the new burst of 4: two Subscribes and two Publishes (a Subscribe
+     * refused for the subscription limit costs nothing), then RATE_LIMITED. */
     GW_OK(test_client_subscribe(&a, "c", NULL, GW_WAIT_MS), &a);
     GW_OK(test_client_subscribe(&a, "d", NULL, GW_WAIT_MS), &a);
     expect_subscribe_refused(&a, "e", HERALD__ERROR__CODE__TOO_MANY_SUBSCRIPTIONS);
@@ -149,9 +151,11 @@ static void test_gw_reload_limits(void **state)
     GW_OK(test_client_expect_push(&a, "a", off, NULL, GW_WAIT_MS), &a);
     GW_OK(test_client_publish(&a, "b", "1", 1, &off, GW_WAIT_MS), &a);
     GW_OK(test_client_expect_push(&a, "b", off, NULL, GW_WAIT_MS), &a);
-    int rc = test_client_publish(&a, "b", "2", 1, NULL, GW_WAIT_MS);
+    GW_OK(test_client_publish(&a, "b", "2", 1, &off, GW_WAIT_MS), &a);
+    GW_OK(test_client_expect_push(&a, "b", off, NULL, GW_WAIT_MS), &a);
+    int rc = test_client_publish(&a, "b", "3", 1, NULL, GW_WAIT_MS);
     if (rc != -EPROTO || a.last_err_code != HERALD__ERROR__CODE__RATE_LIMITED)
-        fail_msg("second publish at 1/s: %d, error %d: %s", rc, a.last_err_code,
+        fail_msg("fifth request at 1/s, burst 4: %d, error %d: %s", rc, a.last_err_code,
                  test_client_what(&a));
 
     /* A session connected after the reload. */

@@ -236,6 +236,7 @@ typedef struct gw_stats_s {
     uint64_t presence_joins;           /* join events published */
     uint64_t presence_leaves;          /* leave events published */
     uint64_t presence_event_failures;  /* events lost to a failed allocation */
+    uint64_t held_inputs;              /* times a connection's requests waited for an earlier one */
     nl_hist_t loop_lag_us;             /* per iteration: time spent outside epoll_wait */
 } gw_stats_t;
 
