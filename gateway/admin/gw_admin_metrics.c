@@ -273,6 +273,13 @@ static void render_presence(gw_metrics_t *w, const totals_t *t, const gw_stats_s
                        (const char *const[]){"type", "join", NULL}, t->s.presence_joins);
     gw_metrics_counter(w, "herald_presence_events_total", "Join/leave events published.",
                        (const char *const[]){"type", "leave", NULL}, t->s.presence_leaves);
+    gw_metrics_counter(w, "herald_presence_events_coalesced_total",
+                       "Join/leave events not sent: a later change of the same client and "
+                       "channel within the event window undid them.",
+                       NULL, t->s.presence_events_coalesced);
+    gw_metrics_gauge(w, "herald_presence_events_held",
+                     "Join/leave events waiting for the end of their event window.", NULL,
+                     (double)t->s.presence_events_held);
     gw_metrics_counter(w, "herald_presence_event_failures_total",
                        "Join/leave events lost to a failed allocation or post.", NULL,
                        t->s.presence_event_failures + t->engine.event_failures);

@@ -92,6 +92,9 @@ static int loop_setup(nl_loop_t *loop, gw_loop_t *lp, uint32_t index)
     err = gw_presence_loop_init(&lp->presence);
     if (err < 0)
         goto fail_hb;
+    err = gw_evgate_init(&lp->evgate);
+    if (err < 0)
+        goto fail_presence_loop;
     err = loop_start_refresh(lp);
     if (err < 0)
         goto fail_presence;
@@ -103,6 +106,8 @@ fail_refresh:
     nl_timer_close(lp->refresh_timer, NULL);
     lp->refresh_timer = NULL;
 fail_presence:
+    gw_evgate_deinit(&lp->evgate);
+fail_presence_loop:
     gw_presence_loop_deinit(&lp->presence);
 fail_hb:
     gw_heartbeat_deinit(&lp->hb);
@@ -139,6 +144,11 @@ void gw_loop_on_stop(nl_loop_t *loop, void *arg)
         nl_timer_close(lp->refresh_timer, NULL);
         lp->refresh_timer = NULL;
     }
+    if (lp->evgate_timer) {
+        nl_timer_close(lp->evgate_timer, NULL);
+        lp->evgate_timer = NULL;
+    }
+    gw_evgate_deinit(&lp->evgate);
     gw_presence_loop_deinit(&lp->presence);
     gw_heartbeat_deinit(&lp->hb);
     gw_session_flow_deinit(lp);

@@ -58,6 +58,8 @@ struct gw_loop_s {
     uint64_t recover_seq;      /* tickets of those requests */
     uint64_t acked_posts;      /* fo.posts when the loop last answered a shutdown step */
     nl_timer_t *refresh_timer; /* the presence refresh batch (gw_loop.c) */
+    gw_evgate_t evgate;        /* join/leave events of this loop's sessions, coalesced */
+    nl_timer_t *evgate_timer;  /* its window, running while it holds records */
     int start_err;             /* set up on the loop's thread before it runs */
     gw_drain_t drain;          /* the spread-out disconnects of a drain */
     gw_stats_t stats;          /* the sessions' counters */

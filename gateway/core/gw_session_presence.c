@@ -65,7 +65,48 @@ void gw_session_online(gw_loop_t *lp, gw_session_t *s)
         lp->node->engine->ops->user_online(lp->node->engine, lp->fo.index, s->data, s->user_len);
 }
 
-/* Publishes "s joined / left name[0..len)" to the channel's listeners through the engine. */
+/* Hands an event that goes out to the engine, which takes its own reference. */
+static void presence_publish(gw_loop_t *lp, gw_event_t *ev, bool is_join)
+{
+    if (is_join)
+        lp->stats.presence_joins++;
+    else
+        lp->stats.presence_leaves++;
+    lp->node->engine->ops->event(lp->node->engine, ev);
+}
+
+static void gate_emit(gw_event_t *ev, bool is_join, void *arg)
+{
+    presence_publish(arg, ev, is_join);
+    gw_event_unref(ev);
+}
+
+/* Every [presence] event_window while the gate holds records: what it held goes out. */
+static void gate_on_tick(nl_timer_t *t, void *arg)
+{
+    gw_loop_t *lp = arg;
+    gw_evgate_tick(&lp->evgate, gate_emit, lp);
+    if (gw_evgate_count(&lp->evgate) == 0)
+        nl_timer_stop(t);
+}
+
+/* The gate's window runs while it holds records (an idle loop does not wake for it). The
+ * timer is made once, at the loop's first event, and closed with the loop. */
+static void gate_start(gw_loop_t *lp)
+{
+    if (lp->evgate_timer && nl_timer_is_active(lp->evgate_timer))
+        return;
+    if (!lp->evgate_timer && nl_timer_new(&lp->evgate_timer, lp->fo.loop, gate_on_tick, lp) < 0) {
+        lp->evgate_timer = NULL;
+        return;
+    }
+    uint64_t window_ms = gw_loop_cfg(lp)->presence_event_window_ms;
+    (void)nl_timer_start(lp->evgate_timer, window_ms, window_ms);
+}
+
+/* Publishes "s joined / left name[0..len)" to the channel's listeners through the engine,
+ * through the loop's gate (gw_evgate): a burst of one client's changes in a channel goes out
+ * as its first event and the net change per window. */
 static void presence_emit(gw_loop_t *lp, gw_session_t *s, const char *name, size_t len,
                           bool is_join)
 {
@@ -82,11 +123,13 @@ static void presence_emit(gw_loop_t *lp, gw_session_t *s, const char *name, size
         lp->stats.presence_event_failures++;
         return;
     }
-    if (is_join)
-        lp->stats.presence_joins++;
-    else
-        lp->stats.presence_leaves++;
-    lp->node->engine->ops->event(lp->node->engine, ev);
+    ev = gw_evgate_offer(&lp->evgate, ev, is_join);
+    lp->stats.presence_events_coalesced = lp->evgate.coalesced;
+    if (gw_evgate_count(&lp->evgate) > 0)
+        gate_start(lp);
+    if (!ev)
+        return;
+    presence_publish(lp, ev, is_join);
     gw_event_unref(ev);
 }
 

@@ -153,6 +153,7 @@ static void collect_loop(void *arg)
         lp->fo.subs.subscriptions > listening ? lp->fo.subs.subscriptions - listening : 0;
     col->node->engine->ops->loop_stats(col->node->engine, lp->fo.index, &out->engine);
     out->online_users = gw_online_users(&lp->presence.online);
+    out->s.presence_events_held = lp->evgate.held;
     if (col->node->n_loops > 1 && !(col->flags & GW_STATS_NO_USERS))
         out->users_err = gw_presence_loop_users(&lp->presence, &out->users);
     collect_part_done(col);

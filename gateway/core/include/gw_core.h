@@ -229,15 +229,17 @@ typedef struct gw_stats_s {
     uint64_t recoveries[GW_RECOVERY_RESULTS]; /* Subscribe{recover} answers by result */
     /* Presence (gw_presence). Gauges are counted up and down by this loop; summed like the
      * counters. */
-    uint64_t presence_entries;         /* gauge: visible (connection, channel) subscriptions */
-    uint64_t presence_listener_subs;   /* gauge: subscriptions to join/leave events */
-    uint64_t presence_refreshes;       /* refresh batches handed to the engine */
-    uint64_t presence_refreshed_users; /* users in them */
-    uint64_t presence_joins;           /* join events published */
-    uint64_t presence_leaves;          /* leave events published */
-    uint64_t presence_event_failures;  /* events lost to a failed allocation */
-    uint64_t held_inputs;              /* times a connection's requests waited for an earlier one */
-    nl_hist_t loop_lag_us;             /* per iteration: time spent outside epoll_wait */
+    uint64_t presence_entries;          /* gauge: visible (connection, channel) subscriptions */
+    uint64_t presence_listener_subs;    /* gauge: subscriptions to join/leave events */
+    uint64_t presence_refreshes;        /* refresh batches handed to the engine */
+    uint64_t presence_refreshed_users;  /* users in them */
+    uint64_t presence_joins;            /* join events published */
+    uint64_t presence_leaves;           /* leave events published */
+    uint64_t presence_event_failures;   /* events lost to a failed allocation */
+    uint64_t presence_events_coalesced; /* events not sent: a later one of the window undid it */
+    uint64_t presence_events_held;      /* gauge: events waiting for their window's end */
+    uint64_t held_inputs;  /* times a connection's requests waited for an earlier one */
+    nl_hist_t loop_lag_us; /* per iteration: time spent outside epoll_wait */
 } gw_stats_t;
 
 /* What one loop reports at scrape time. */

@@ -357,6 +357,59 @@ typedef struct gw_online_counts_s {
     uint64_t connections;
 } gw_online_counts_t;
 
+/* --- gw_evgate ------------------------------------------------------------------------------- */
+
+/*
+ * gw_evgate: one IO loop's gate for the join/leave events of its own sessions: what a client's
+ * subscribe/unsubscribe churn costs the listeners of a channel is bounded, whatever the churn.
+ *
+ * Events are keyed by (the connection they are about, the listener channel). The first event
+ * of a key goes out at once (gw_evgate_offer returns it). Later ones within a window are held:
+ * the key keeps at most one, the net change since the last event that went out: an event
+ * opposite to the held one (a leave after a held join, a join after a held leave) undoes it,
+ * and both are dropped, since listeners that apply events as set operations end where they
+ * were. Every window (gw_evgate_tick) the held events go out, and keys that sent nothing for a
+ * whole window are forgotten. So a connection costs each listener of a channel at most one
+ * event at once and one per window after that, and a burst of subscribe/unsubscribe pairs
+ * read together costs nothing past its first event.
+ *
+ * Thread: a gate belongs to its loop; nothing locks. Ownership: the gate holds a reference to
+ * each held event and frees its records.
+ * Usage: gw_evgate_init(&g); ev = gw_evgate_offer(&g, ev, is_join); if (ev) publish it; every
+ *        window while gw_evgate_count(&g) > 0, gw_evgate_tick(&g, emit, arg).
+ */
+typedef struct gw_evgate_s {
+    gw_chantab_t keys;  /* (connection id, listener channel) -> record */
+    uint64_t held;      /* records holding an event */
+    uint64_t coalesced; /* events dropped because a later one undid them (counter) */
+} gw_evgate_t;
+
+/* An event that goes out at a window's end: is_join tells its kind. The callback takes over
+ * the reference. */
+typedef void (*gw_evgate_emit_cb)(gw_event_t *ev, bool is_join, void *arg);
+
+/* Sets up an empty gate. Returns: 0; -ENOMEM. Thread: the loop's. */
+int gw_evgate_init(gw_evgate_t *g);
+
+/* Drops every held event and record. Thread: the loop's. */
+void gw_evgate_deinit(gw_evgate_t *g);
+
+/* Offers the event ev (is_join: a join, else a leave), taking over the caller's reference.
+ * Returns ev when it goes out now (the caller publishes it and drops the reference), NULL when
+ * the gate held it or it undid a held one. Without memory for a record it returns ev.
+ * Thread: the loop's. */
+gw_event_t *gw_evgate_offer(gw_evgate_t *g, gw_event_t *ev, bool is_join);
+
+/* A window ended: each held event goes to emit, records idle for a whole window go.
+ * Thread: the loop's. */
+void gw_evgate_tick(gw_evgate_t *g, gw_evgate_emit_cb emit, void *arg);
+
+/* Records in the gate (0: nothing to tick for). */
+static inline uint32_t gw_evgate_count(const gw_evgate_t *g)
+{
+    return g->keys.count;
+}
+
 /* --- gw_history ------------------------------------------------------------------------------- */
 
 /*
