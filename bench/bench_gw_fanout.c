@@ -521,9 +521,7 @@ test_fleet_t *fan_herald_fleet_on(const opts_t *o, const uint16_t *ports, size_t
     if (test_fleet_new(&fl, o->subs) != 0)
         return NULL;
     test_fleet_set_rx_timestamps(fl, r->lat_us != NULL);
-    int rc = test_fleet_open_ports(fl, ports, n_ports, 256, SETUP_MS);
-    if (rc == 0)
-        rc = test_fleet_hello_all(fl, "sub", NULL, NULL, SETUP_MS);
+    int rc = test_fleet_open_hello(fl, ports, n_ports, 256, "sub", NULL, NULL, SETUP_MS);
     if (rc == 0)
         rc = test_fleet_subscribe_all(fl, "fan", r->next, NULL, NULL, SETUP_MS);
     if (rc != 0) {

@@ -93,9 +93,7 @@ static int client_main(uint16_t port, share_t *sh, int ready_fd, int release_fd)
     if (rc == 0)
         rc = test_fleet_new(&fl, sh->n);
     if (rc == 0)
-        rc = test_fleet_open(fl, port, 256, SETUP_MS);
-    if (rc == 0)
-        rc = test_fleet_hello_all(fl, NULL, token_of, sh, SETUP_MS);
+        rc = test_fleet_open_hello(fl, &port, 1, 256, NULL, token_of, sh, SETUP_MS);
     if (rc == 0)
         rc = test_fleet_subscribe_each(fl, channel_of, sh, SETUP_MS);
     if (rc == 0)

@@ -187,6 +187,11 @@ void test_fleet_free(test_fleet_t *fl);
 /* Sets SO_RCVBUF on sockets opened from now on (0: the kernel default). */
 void test_fleet_set_rcvbuf(test_fleet_t *fl, int bytes);
 
+/* Binds sockets opened from now on to source address ip (IPv4, e.g. "127.0.0.2": loopback
+ * answers all of 127/8), so that a server sees them come from there; NULL: the kernel picks.
+ * Returns: 0; -EINVAL. */
+int test_fleet_set_source(test_fleet_t *fl, const char *ip);
+
 /* Asks for kernel receive timestamps (SO_TIMESTAMPNS) on sockets opened from now on. In raw
  * mode test_fleet_rx_time_ns then gives, inside the callback, when the bytes just read
  * arrived at the socket (CLOCK_REALTIME ns; 0 when the kernel gave none): delivery time
@@ -247,6 +252,16 @@ int test_fleet_send_raw(test_fleet_t *fl, size_t i, const void *data, size_t len
 int test_fleet_hello_all(test_fleet_t *fl, const char *token,
                          const char *(*token_of)(size_t i, void *arg), void *arg, int timeout_ms);
 
+/* test_fleet_open_ports and test_fleet_hello_all in one pass, as real clients connect: each
+ * connection sends its Connect as soon as it is connected, and at most in_flight (0: 256) are
+ * between connect() and their answer at a time. (Opening thousands first and greeting them
+ * after holds thousands of connections unauthenticated, which herald caps: [limits]
+ * max_unauthenticated, max_unauthenticated_per_address.)
+ * Returns: as test_fleet_hello_all; negative errno from a connect. Thread: the fleet's. */
+int test_fleet_open_hello(test_fleet_t *fl, const uint16_t *ports, size_t n_ports, size_t in_flight,
+                          const char *token, const char *(*token_of)(size_t i, void *arg),
+                          void *arg, int timeout_ms);
+
 /* Subscribes every connection to channel and waits for every SubscribeOk; offsets (may be
  * NULL, else n entries) receives each one's SubscribeOk offset. Other frames go to cb.
  * Returns: as test_fleet_hello_all. Thread: the fleet's. */
@@ -265,6 +280,9 @@ int test_fleet_ping_all(test_fleet_t *fl, test_fleet_frame_cb cb, void *arg, int
 
 /* Open connections (not closed by the server or by errors). */
 size_t test_fleet_open_count(const test_fleet_t *fl);
+
+/* Whether connection i is connected (its connect completed and it has not closed). */
+bool test_fleet_is_open(const test_fleet_t *fl, size_t i);
 
 /* Why connection i closed: 0 still open, 1 EOF, negative errno, or a PROTO_ERR_*. */
 int test_fleet_close_reason(const test_fleet_t *fl, size_t i);

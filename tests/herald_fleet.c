@@ -53,8 +53,9 @@ struct test_fleet_s {
     size_t n;
     fleet_conn_t *c;
     int rcvbuf;
-    bool is_rx_stamped; /* SO_TIMESTAMPNS on new sockets; raw reads take the stamp */
-    uint64_t rx_ns;     /* kernel receive time of the last raw read, CLOCK_REALTIME ns */
+    struct in_addr source; /* INADDR_ANY: the kernel's choice */
+    bool is_rx_stamped;    /* SO_TIMESTAMPNS on new sockets; raw reads take the stamp */
+    uint64_t rx_ns;        /* kernel receive time of the last raw read, CLOCK_REALTIME ns */
     size_t n_open;
     size_t *dirty;
     size_t n_dirty;
@@ -137,6 +138,19 @@ void test_fleet_set_rcvbuf(test_fleet_t *fl, int bytes)
     fl->rcvbuf = bytes;
 }
 
+int test_fleet_set_source(test_fleet_t *fl, const char *ip)
+{
+    struct in_addr a;
+    if (ip == NULL) {
+        fl->source.s_addr = htonl(INADDR_ANY);
+        return 0;
+    }
+    if (inet_pton(AF_INET, ip, &a) != 1)
+        return -EINVAL;
+    fl->source = a;
+    return 0;
+}
+
 void test_fleet_set_rx_timestamps(test_fleet_t *fl, bool on)
 {
     fl->is_rx_stamped = on;
@@ -168,6 +182,11 @@ size_t test_fleet_size(const test_fleet_t *fl)
 size_t test_fleet_open_count(const test_fleet_t *fl)
 {
     return fl->n_open;
+}
+
+bool test_fleet_is_open(const test_fleet_t *fl, size_t i)
+{
+    return fl->c[i].state == FC_OPEN;
 }
 
 int test_fleet_close_reason(const test_fleet_t *fl, size_t i)
@@ -210,6 +229,18 @@ static int start_connect(test_fleet_t *fl, size_t i, const struct sockaddr_in *s
     setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     if (fl->rcvbuf > 0)
         setsockopt(c->fd, SOL_SOCKET, SO_RCVBUF, &fl->rcvbuf, sizeof(fl->rcvbuf));
+    if (fl->source.s_addr != htonl(INADDR_ANY)) {
+        struct sockaddr_in src = {.sin_family = AF_INET, .sin_addr = fl->source};
+        /* The port is picked at connect, for the destination: bind's own pick would spend a
+         * port of the address's range per socket whatever the destination. */
+        setsockopt(c->fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one, sizeof(one));
+        if (bind(c->fd, (const struct sockaddr *)&src, sizeof(src)) != 0) {
+            int err = -errno;
+            close(c->fd);
+            c->fd = -1;
+            return err;
+        }
+    }
     if (fl->is_rx_stamped) {
         int on = 1;
         setsockopt(c->fd, SOL_SOCKET, SO_TIMESTAMPNS, &on, sizeof(on));
@@ -620,6 +651,52 @@ int test_fleet_hello_all(test_fleet_t *fl, const char *token,
     req_all_t r = {.want = HERALD__FRAME__BODY_CONNECT_OK};
     fill_t fi = {.string_of = token_of, .arg = arg};
     return request_all(fl, &f, &r, token_of ? fill_token : NULL, &fi, timeout_ms);
+}
+
+int test_fleet_open_hello(test_fleet_t *fl, const uint16_t *ports, size_t n_ports, size_t in_flight,
+                          const char *token, const char *(*token_of)(size_t i, void *arg),
+                          void *arg, int timeout_ms)
+{
+    int64_t deadline = now_ms() + timeout_ms;
+    struct sockaddr_in sa = {.sin_family = AF_INET};
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (!in_flight)
+        in_flight = 256;
+    req_all_t r = {.want = HERALD__FRAME__BODY_CONNECT_OK};
+    size_t started = 0;
+    while (started < fl->n || r.pending > 0) {
+        /* A window of in_flight connections between connect() and ConnectOk, each sending
+         * its Connect as soon as it is connected (queued now, written by the connect). */
+        while (started < fl->n && r.pending < in_flight) {
+            size_t i = started++;
+            fleet_conn_t *c = &fl->c[i];
+            sa.sin_port = htons(ports[i % n_ports]);
+            int rc = start_connect(fl, i, &sa);
+            if (rc < 0) {
+                snprintf(fl->what, sizeof(fl->what), "connect %zu: %s", i, strerror(-rc));
+                return rc;
+            }
+            Herald__Frame f;
+            Herald__Connect body;
+            test_frame_connect(&f, &body, token_of ? token_of(i, arg) : token);
+            f.id = c->next_id++;
+            c->wait_id = f.id;
+            if ((rc = test_fleet_send(fl, i, &f)) < 0)
+                return rc;
+            r.pending++;
+        }
+        if (ms_left(deadline) == 0) {
+            snprintf(fl->what, sizeof(fl->what), "%zu of %zu connections answered in time",
+                     started - r.pending, fl->n);
+            for (size_t i = 0; i < fl->n; i++)
+                fl->c[i].wait_id = 0;
+            return -ETIMEDOUT;
+        }
+        int rc = test_fleet_poll(fl, ms_left(deadline), req_all_cb, &r);
+        if (rc < 0)
+            return rc;
+    }
+    return r.has_failed ? -EPROTO : 0;
 }
 
 int test_fleet_subscribe_all(test_fleet_t *fl, const char *channel, uint64_t *offsets,

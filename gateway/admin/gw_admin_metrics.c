@@ -154,6 +154,17 @@ static void render_sessions(gw_metrics_t *w, const totals_t *t, const gw_stats_s
     gw_metrics_counter(w, "herald_drained_total",
                        "Sessions told to reconnect elsewhere by a drain (SIGTERM).", NULL,
                        t->s.drained);
+    gw_metrics_gauge(w, "herald_unauthenticated_connections",
+                     "Connections without a verified Connect yet (capped by [limits] "
+                     "max_unauthenticated).",
+                     NULL, (double)t->s.unauthenticated);
+    gw_metrics_counter(w, "herald_unauthenticated_evicted_total",
+                       "Unauthenticated connections closed to make room for a newer one.",
+                       (const char *const[]){"cap", "node", NULL}, t->s.unauth_evicted);
+    gw_metrics_counter(w, "herald_unauthenticated_evicted_total",
+                       "Unauthenticated connections closed to make room for a newer one.",
+                       (const char *const[]){"cap", "address", NULL},
+                       t->s.unauth_evicted_per_address);
     gw_metrics_counter(w, "herald_requests_held_total",
                        "Times a connection's requests waited for an earlier one (a Subscribe "
                        "not answered yet, presence queries in progress).",

@@ -81,6 +81,9 @@ static int loop_setup(nl_loop_t *loop, gw_loop_t *lp, uint32_t index)
     err = gw_chantab_init(&lp->sides);
     if (err < 0)
         goto fail_recovering;
+    err = gw_session_preauth_init(lp);
+    if (err < 0)
+        goto fail_sides;
     uint64_t shortest = cfg->connect_timeout_ms < cfg->idle_timeout_ms ? cfg->connect_timeout_ms
                                                                        : cfg->idle_timeout_ms;
     uint64_t longest = cfg->connect_timeout_ms > cfg->idle_timeout_ms ? cfg->connect_timeout_ms
@@ -88,7 +91,7 @@ static int loop_setup(nl_loop_t *loop, gw_loop_t *lp, uint32_t index)
     err = gw_heartbeat_init(&lp->hb, loop, gw_heartbeat_tick_ms(shortest), longest,
                             gw_session_on_deadline, lp);
     if (err < 0)
-        goto fail_sides;
+        goto fail_preauth;
     err = gw_presence_loop_init(&lp->presence);
     if (err < 0)
         goto fail_hb;
@@ -111,6 +114,8 @@ fail_presence_loop:
     gw_presence_loop_deinit(&lp->presence);
 fail_hb:
     gw_heartbeat_deinit(&lp->hb);
+fail_preauth:
+    gw_session_preauth_deinit(lp);
 fail_sides:
     gw_session_flow_deinit(lp);
 fail_recovering:
@@ -151,6 +156,7 @@ void gw_loop_on_stop(nl_loop_t *loop, void *arg)
     gw_evgate_deinit(&lp->evgate);
     gw_presence_loop_deinit(&lp->presence);
     gw_heartbeat_deinit(&lp->hb);
+    gw_session_preauth_deinit(lp);
     gw_session_flow_deinit(lp);
     gw_session_recover_deinit(lp);
     gw_fanout_loop_deinit(&lp->fo);

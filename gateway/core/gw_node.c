@@ -359,6 +359,7 @@ static int node_start_listener(gw_node_t *node, int which, const char *host, uin
         .max_input_bytes = node->conn_max_input_bytes,
         .max_message_bytes = (uint32_t)node->snap->frame_limit_bytes,
         .handshake_timeout_ms = cfg->connect_timeout_ms,
+        .max_fd = node->client_fd_line,
         .refusal = refusal,
         .refusal_len = is_ws ? 0 : node_refusal(refusal, sizeof(refusal)),
     };
@@ -371,6 +372,7 @@ static int node_start_server(gw_node_t *node)
     node->conn_high_water_bytes = cfg->output_high_water_bytes;
     /* A whole frame of the largest size, its prefix, and a little slack. */
     node->conn_max_input_bytes = cfg->max_frame_bytes + PROTO_VARINT_MAX_BYTES + 64;
+    node->client_fd_line = gw_listener_fd_line();
     int err = node_start_tls(node);
     if (err == 0 && cfg->ws_listen[0]) {
         char host[GW_CONFIG_HOST_MAX];

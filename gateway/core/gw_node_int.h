@@ -39,6 +39,21 @@ typedef struct gw_node_listen_ctx_s {
     bool is_ws;
 } gw_node_listen_ctx_t;
 
+/* A loop's unauthenticated connections, oldest first, overall and by source address
+ * (gw_session_preauth.c). */
+typedef struct gw_preauth_s {
+    struct gw_preauth_rec_s *recs; /* slab of records */
+    uint32_t cap;
+    uint32_t free_head;
+    uint32_t head; /* oldest */
+    uint32_t tail;
+    uint32_t count;
+    gw_chantab_t addrs;                  /* source address -> its records */
+    struct gw_preauth_addr_s **by_count; /* by_count[n]: the addresses holding n */
+    uint32_t by_count_cap;
+    uint32_t max_count; /* the most any address holds */
+} gw_preauth_t;
+
 /* One IO loop's gateway state: what each room keeps per loop, side by side. Only that loop's
  * thread touches it. */
 struct gw_loop_s {
@@ -52,6 +67,7 @@ struct gw_loop_s {
     nl_buf_t scratch;        /* encodes one reply frame at a time */
     gw_chantab_t recovering; /* Subscribe{recover} waiting for history (gw_session_recover) */
     gw_chantab_t sides;      /* sessions' side records, by connection id (gw_session_flow) */
+    gw_preauth_t preauth;    /* the unauthenticated connections (gw_session_preauth) */
     uint64_t *wake_ids;      /* sessions whose waiting input to look at before sleeping */
     uint32_t n_wake;
     uint32_t cap_wake;
@@ -97,6 +113,7 @@ struct gw_node_s {
      * session of a reloaded config that differs sets its own (gw_session's on_connected). */
     uint64_t conn_high_water_bytes;
     uint64_t conn_max_input_bytes;
+    int client_fd_line; /* nl_server's max_fd: descriptors clients may have (0: no limit) */
     _Atomic uint64_t connections; /* open client connections, for max_connections */
     _Atomic bool is_ready;
     _Atomic bool is_draining; /* between drain_begin and drain_end */

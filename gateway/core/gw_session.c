@@ -176,6 +176,18 @@ static void session_close_gracefully(gw_loop_t *lp, gw_session_t *s, gw_close_re
     gw_heartbeat_set(&lp->hb, &s->deadline, session_now_ms(lp) + linger_ms);
 }
 
+void gw_session_close_now(gw_loop_t *lp, gw_session_t *s, gw_close_reason_t reason,
+                          Herald__Disconnect__Code code, const char *text, bool reconnect)
+{
+    if (s->state != GW_SESSION_CLOSING) {
+        session_send_disconnect(lp, s, code, text, reconnect);
+        gw_session_offline(lp, s);
+        if (s->state != GW_SESSION_CLOSING)
+            session_set_closing(s, reason);
+    }
+    nl_conn_close(s->member.conn, 0);
+}
+
 void gw_session_begin_close(gw_loop_t *lp, gw_session_t *s, gw_close_reason_t reason,
                             Herald__Disconnect__Code code, const char *text, bool reconnect)
 {
@@ -597,6 +609,8 @@ static void session_on_connected(nl_conn_t *c)
     }
     session_apply_conn_limits(lp, c);
     gw_heartbeat_set(&lp->hb, &s->deadline, session_now_ms(lp) + cfg->connect_timeout_ms);
+    /* Counted as unauthenticated until its Connect is verified; may close an older one. */
+    gw_session_preauth_admit(lp, s);
 }
 
 static void session_on_close(nl_conn_t *c, int reason)
@@ -606,6 +620,7 @@ static void session_on_close(nl_conn_t *c, int reason)
         return;
     gw_loop_t *lp = gw_loop_current();
     gw_heartbeat_cancel(&lp->hb, &s->deadline);
+    gw_session_preauth_leave(lp, s);
     gw_session_flow_close(lp, s);
     gw_session_offline(lp, s);
     gw_sub_remove_all(&lp->fo.subs, &s->member);

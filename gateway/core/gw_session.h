@@ -96,6 +96,11 @@ void gw_session_flow_run(gw_loop_t *lp);
  * initialises the table with gw_chantab_init). Thread: lp's loop, at its stop. */
 void gw_session_flow_deinit(gw_loop_t *lp);
 
+/* Sets up / frees lp's pre-authentication budget (lp->preauth, gw_session_preauth.c).
+ * Returns: 0; -ENOMEM. Thread: lp's loop, at its start / stop. */
+int gw_session_preauth_init(gw_loop_t *lp);
+void gw_session_preauth_deinit(gw_loop_t *lp);
+
 /* Frees the loop's table of Subscribe{recover} requests waiting for history (lp->recovering;
  * the loop initialises it with gw_chantab_init). Thread: lp's loop, at its stop. */
 void gw_session_recover_deinit(gw_loop_t *lp);

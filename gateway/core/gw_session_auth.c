@@ -135,6 +135,10 @@ static gw_session_t *auth_accept(gw_loop_t *lp, gw_session_t *s, uint64_t id, co
                                  uint8_t n_patterns, int64_t exp_s)
 {
     const gw_config_t *cfg = gw_loop_cfg(lp);
+    /* Out of the pre-authentication budget before its record's index (in data) is overwritten
+     * by the user id. A failed grow below leaves the session waiting for a new Connect,
+     * uncounted: it is one that did authenticate. */
+    gw_session_preauth_leave(lp, s);
     s = auth_grow(lp, s, id, user, user_len, patterns, patterns_len);
     if (!s)
         return NULL;

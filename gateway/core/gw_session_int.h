@@ -209,6 +209,24 @@ void gw_session_presence_end(gw_loop_t *lp, gw_session_t *s);
 /* s closes: its presence queries are flagged cancelled and its side record goes. */
 void gw_session_flow_close(gw_loop_t *lp, gw_session_t *s);
 
+/* --- gw_session_preauth.c: the pre-authentication budget ---------------------------------- */
+
+/* A connection was accepted: s counts as unauthenticated from now on, and if that takes the
+ * loop's share of max_unauthenticated (or its address's of max_unauthenticated_per_address)
+ * past the cap, the oldest unauthenticated connection (of the address) is closed
+ * (gw_session_close_now). Without memory s goes uncounted. */
+void gw_session_preauth_admit(gw_loop_t *lp, gw_session_t *s);
+
+/* s stops counting: it authenticated (called before its data holds the user id) or closes.
+ * Idempotent; nothing for a session that never counted. */
+void gw_session_preauth_leave(gw_loop_t *lp, gw_session_t *s);
+
+/* Sends Disconnect{code, text, reconnect} if it can go out at once and closes s's connection
+ * now (its descriptor is free at the end of the iteration), without the linger of
+ * gw_session_begin_close. For a session with no subscriptions. */
+void gw_session_close_now(gw_loop_t *lp, gw_session_t *s, gw_close_reason_t reason,
+                          Herald__Disconnect__Code code, const char *text, bool reconnect);
+
 /* --- gw_session_presence.c ---------------------------------------------------------------- */
 
 /* s authenticated: it joins the loop's online table (and the engine hears of a new user).

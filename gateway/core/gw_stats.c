@@ -46,6 +46,7 @@ static const char *const close_names[GW_CLOSE_REASONS] = {
     [GW_CLOSE_SERVER_FULL] = "server_full",
     [GW_CLOSE_SHUTDOWN] = "shutdown",
     [GW_CLOSE_TOKEN_EXPIRED] = "token_expired",
+    [GW_CLOSE_UNAUTH_LIMIT] = "unauthenticated_limit",
 };
 
 static const char *const auth_fail_names[GW_AUTH_FAIL_REASONS] = {
@@ -153,6 +154,7 @@ static void collect_loop(void *arg)
         lp->fo.subs.subscriptions > listening ? lp->fo.subs.subscriptions - listening : 0;
     col->node->engine->ops->loop_stats(col->node->engine, lp->fo.index, &out->engine);
     out->online_users = gw_online_users(&lp->presence.online);
+    out->s.unauthenticated = lp->preauth.count;
     out->s.presence_events_held = lp->evgate.held;
     if (col->node->n_loops > 1 && !(col->flags & GW_STATS_NO_USERS))
         out->users_err = gw_presence_loop_users(&lp->presence, &out->users);

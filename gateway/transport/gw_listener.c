@@ -22,10 +22,9 @@
 static const char ws_refusal[] = "HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\n"
                                  "Content-Length: 0\r\nConnection: close\r\n\r\n";
 
-/* The lowest descriptor number a client connection may not have (nl_server's max_fd), or 0
- * when RLIMIT_NOFILE is unknown or unlimited. At most a quarter of a small limit is reserved,
- * so that a node under a tiny RLIMIT_NOFILE still takes clients. */
-static int listener_fd_line(void)
+/* At most a quarter of a small limit is reserved, so that a node under a tiny RLIMIT_NOFILE
+ * still takes clients. */
+int gw_listener_fd_line(void)
 {
     struct rlimit rl;
     if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY ||
@@ -75,7 +74,7 @@ int gw_listener_new(gw_listener_t **out, const gw_listener_opts_t *o)
         .arg = o->arg,
         .high_water_bytes = o->high_water_bytes,
         .max_input_bytes = o->max_input_bytes,
-        .max_fd = listener_fd_line(),
+        .max_fd = o->max_fd,
         /* A refusal goes out in plain bytes before any handshake: a TLS peer could not read
          * it, an HTTP client reads the 503. */
         .refusal = o->tls  ? NULL

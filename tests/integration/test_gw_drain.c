@@ -126,8 +126,7 @@ static test_fleet_t *subscribers(const test_herald_t *h, drain_t *d)
         fail_msg("RLIMIT_NOFILE %ld is too low for %zu connections", nofile, d->n);
     test_fleet_t *fl = NULL;
     assert_int_equal(test_fleet_new(&fl, d->n), 0);
-    GW_FLEET_OK(test_fleet_open(fl, h->port, 256, SETUP_MS), fl);
-    GW_FLEET_OK(test_fleet_hello_all(fl, "sub", NULL, NULL, SETUP_MS), fl);
+    GW_FLEET_OK(test_fleet_open_hello(fl, &h->port, 1, 256, "sub", NULL, NULL, SETUP_MS), fl);
     uint64_t *offsets = calloc(d->n, sizeof(*offsets));
     assert_non_null(offsets);
     GW_FLEET_OK(test_fleet_subscribe_all(fl, CHANNEL, offsets, on_frame, d, SETUP_MS), fl);

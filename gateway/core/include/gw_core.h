@@ -196,6 +196,7 @@ typedef enum gw_close_reason_e {
     GW_CLOSE_SERVER_FULL,
     GW_CLOSE_SHUTDOWN,
     GW_CLOSE_TOKEN_EXPIRED, /* the token's exp passed during the session */
+    GW_CLOSE_UNAUTH_LIMIT,  /* unauthenticated, the oldest at the pre-authentication cap */
     GW_CLOSE_REASONS
 } gw_close_reason_t;
 
@@ -238,8 +239,11 @@ typedef struct gw_stats_s {
     uint64_t presence_event_failures;   /* events lost to a failed allocation */
     uint64_t presence_events_coalesced; /* events not sent: a later one of the window undid it */
     uint64_t presence_events_held;      /* gauge: events waiting for their window's end */
-    uint64_t held_inputs;  /* times a connection's requests waited for an earlier one */
-    nl_hist_t loop_lag_us; /* per iteration: time spent outside epoll_wait */
+    uint64_t held_inputs;     /* times a connection's requests waited for an earlier one */
+    uint64_t unauthenticated; /* gauge: connections without a verified Connect */
+    uint64_t unauth_evicted;  /* of them, closed for a newer one at the node's cap */
+    uint64_t unauth_evicted_per_address; /* ... at the cap of their source address */
+    nl_hist_t loop_lag_us;               /* per iteration: time spent outside epoll_wait */
 } gw_stats_t;
 
 /* What one loop reports at scrape time. */

@@ -170,14 +170,19 @@ typedef struct gw_listener_opts_s {
     size_t max_input_bytes;        /* per connection */
     uint32_t max_message_bytes;    /* ws: the largest message a client may send */
     uint64_t handshake_timeout_ms; /* tls and ws: the handshake's deadline */
+    int max_fd;                    /* gw_listener_fd_line(); 0: no line */
     /* tcp: sent to a client closed for want of descriptors (a "come back later" frame, at
      * most NL_SERVER_REFUSAL_MAX bytes; may be empty). A ws listener answers HTTP 503. */
     const void *refusal;
     size_t refusal_len;
 } gw_listener_opts_t;
 
-/* Starts a listener. Accepted descriptors at or above the process's RLIMIT_NOFILE less
- * GW_LISTENER_FD_RESERVE (at most a quarter of a small limit) are closed as under EMFILE,
+/* The lowest descriptor number a client connection may not have: the process's RLIMIT_NOFILE
+ * less GW_LISTENER_FD_RESERVE (at most a quarter of a small limit), or 0 when the limit is
+ * unknown or unlimited. Logged (fd_reserve). Thread: any. */
+int gw_listener_fd_line(void);
+
+/* Starts a listener. Accepted descriptors at or above opts->max_fd are closed as under EMFILE,
  * after the refusal: without the reserve a crowd of clients up to the limit left
  * libmicrohttpd unable to accept its first connection, which it answers by busy-waiting (a
  * whole core, a log line per try, and no answer to /healthz until clients left).
