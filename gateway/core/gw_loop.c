@@ -89,7 +89,7 @@ static int loop_setup(nl_loop_t *loop, gw_loop_t *lp, uint32_t index)
     uint64_t longest = cfg->connect_timeout_ms > cfg->idle_timeout_ms ? cfg->connect_timeout_ms
                                                                       : cfg->idle_timeout_ms;
     err = gw_heartbeat_init(&lp->hb, loop, gw_heartbeat_tick_ms(shortest), longest,
-                            gw_session_on_deadline, lp);
+                            gw_session_on_deadline, gw_session_on_exact, lp);
     if (err < 0)
         goto fail_preauth;
     err = gw_presence_loop_init(&lp->presence);

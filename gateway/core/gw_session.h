@@ -76,6 +76,10 @@ extern const gw_sub_index_cbs_t gw_session_sub_cbs;
  * Thread: the loop's. */
 void gw_session_on_deadline(nl_wheel_entry_t *e, void *arg);
 
+/* The heartbeat's exact-deadline hook (gw_heartbeat_init's on_exact, arg = the gw_loop_t): a
+ * token's exp came for connection conn_id (gw_session_check_exp). Thread: the loop's. */
+void gw_session_on_exact(uint64_t conn_id, void *arg);
+
 /* The slow-consumer hook (gw_fanout_loop_init's on_slow, arg = the gw_loop_t): the session
  * of set went past the high-water mark under GW_SLOW_DISCONNECT. Disconnect{SLOW_CONSUMER} is
  * queued behind its backlog, nothing more is queued for it, and it is closed once that drains

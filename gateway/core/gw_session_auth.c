@@ -158,6 +158,9 @@ static gw_session_t *auth_accept(gw_loop_t *lp, gw_session_t *s, uint64_t id, co
     gw_session_online(lp, s);
     gw_heartbeat_set(&lp->hb, &s->deadline, gw_session_deadline_ms(lp, s, nl_wall_ms()));
     auth_send_connect_ok(lp, s, id);
+    /* A token that expires within the wheel's lead is timed exactly from now. */
+    if (s->flags & GW_SESSION_DEADLINE_EXP)
+        gw_session_check_exp(lp, s);
     return s;
 }
 

@@ -143,6 +143,12 @@ void gw_session_begin_close(gw_loop_t *lp, gw_session_t *s, gw_close_reason_t re
  * set; 0 otherwise). Sets or clears GW_SESSION_DEADLINE_EXP to say which. */
 uint64_t gw_session_deadline_ms(gw_loop_t *lp, gw_session_t *s, uint64_t wall_ms);
 
+/* A wheel deadline of s that is its token's exp came (it comes a little early, see
+ * gw_session_deadline_ms), or the session just authenticated with one: ends s if the token has
+ * expired, else times the rest exactly (gw_heartbeat_at) when exp is near, or files the
+ * deadline again when it is not (the wall clock was set back). */
+void gw_session_check_exp(gw_loop_t *lp, gw_session_t *s);
+
 /* Decodes and handles every complete frame in in (stops while AUTHENTICATING, and before a
  * frame that must wait: gw_session_must_wait). Returns how many frames it handled. */
 size_t gw_session_process(gw_loop_t *lp, gw_session_t *s, nl_buf_t *in);
