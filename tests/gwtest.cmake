@@ -64,6 +64,8 @@ herald_gwtest(test_gw_limits TIMEOUT 240)
 herald_gwtest(test_gw_broadcast LABELS slow TIMEOUT 300)
 herald_gwtest(test_gw_drain TIMEOUT 180)
 herald_gwtest(test_gw_reload TIMEOUT 120)
+# Hostile clients (issue 24): each attack with the figure it measured ("hostile:" lines).
+herald_gwtest(test_gw_hostile LABELS hostile TIMEOUT 600)
 # The Redis engine: herald nodes and real redis-server processes (tests/redis_harness.c).
 herald_gwtest(test_gw_redis_engine TIMEOUT 300)
 if(TARGET test_gw_redis_engine)
