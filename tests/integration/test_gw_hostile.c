@@ -4,8 +4,10 @@
  *   - presence flood: 1,000 subscribers on a channel; 4 connections pipeline 5,000
  *     PresenceRequests each, then 2,000 each again and again for a few seconds, while another
  *     client publishes to itself every 10 ms. herald's RSS moves by less than 16 MiB and the
- *     other client's push p99 stays under 50 ms (each request takes from the request budget;
- *     at most [presence] max_inflight per connection run at once, the rest wait);
+ *     other client's push p99 stays under 50 ms, or three times its p99 before the attack on
+ *     a machine busy with other work (each request takes from the request budget; at most
+ *     [presence] max_inflight per connection run at once, the rest wait). ctest runs the
+ *     file alone (RUN_SERIAL): tests beside it would distort what it measures;
  *   - join/leave churn: 300 listeners of a channel's join/leave events; one connection
  *     pipelines 20,000 Subscribe/Unsubscribe pairs. The bytes of events about it that reach
  *     the listeners stay below twice the bytes it sent (budget, and the event window);
@@ -373,14 +375,14 @@ static void test_gw_hostile_presence_flood(void **state)
 
     assert_true(v->n[1] > 0);
     /* The targets (issue 24): RSS moves by under 16 MiB, the other client's p99 under 50 ms.
-     * A machine whose own p99 is already high (the sandbox's 2 CPUs are shared) is held to
-     * twice its baseline instead. Sanitizers run several times slower, with a looser latency
-     * bound that still tells the fix from the bug (687 ms), and their RSS says nothing (ASan
-     * keeps 256 MiB of freed memory in quarantine; both keep shadow memory): it is printed,
-     * not checked. */
+     * A machine whose own p99 is already high (the sandbox's 2 CPUs are shared with other
+     * work) is held to three times its baseline instead: the bug was ten times that and more.
+     * Sanitizers run several times slower, with a looser latency bound that still tells the
+     * fix from the bug (687 ms), and their RSS says nothing (ASan keeps 256 MiB of freed
+     * memory in quarantine; both keep shadow memory): it is printed, not checked. */
     uint32_t p99_bound = HOSTILE_SANITIZED ? 500000 : 50000;
-    if (p99_bound < 2 * p99_base)
-        p99_bound = 2 * p99_base;
+    if (p99_bound < 3 * p99_base)
+        p99_bound = 3 * p99_base;
     double rss_bound = 16.0;
     if (!HOSTILE_SANITIZED && rss_peak - rss_base >= rss_bound)
         fail_msg("presence flood moved RSS by %.1f MiB (bound %.0f)", rss_peak - rss_base,
