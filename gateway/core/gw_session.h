@@ -3,13 +3,18 @@
  *
  * States:
  *   AWAIT_CONNECT   accepted; the first frame must be Connect. Handshake deadline running.
+ *                   Counted in the loop's pre-authentication budget until authenticated: at
+ *                   its cap an older unauthenticated session is closed for a new one
+ *                   (gw_session_preauth.c).
  *   AUTHENTICATING  Connect's token is being verified on the worker pool. Reading is paused;
  *                   frames the client already sent wait in the input buffer and are handled
  *                   once the verdict is in. The verdict comes back to this loop through its
  *                   post queue, addressed by (loop, connection id): a connection that closed
  *                   meanwhile is simply not found.
- *   AUTHENTICATED   Subscribe, Unsubscribe, Publish, Ping, PresenceRequest. Idle deadline
- *                   pushed back by every frame.
+ *   AUTHENTICATED   Subscribe, Unsubscribe, Publish, Ping, PresenceRequest, in the order sent:
+ *                   a frame that would overtake an unanswered request waits in the input
+ *                   buffer, reading paused, until that request is answered
+ *                   (gw_session_flow.c). Idle deadline pushed back by every frame.
  *   CLOSING         a fatal error was answered (Error + Disconnect), output is draining and the
  *                   write side half-closed; input is discarded; a short linger deadline forces
  *                   the close if the client does not hang up.

@@ -1,8 +1,10 @@
 /*
- * gw_session_int.h: the session's layout and what gw_session.c (lifecycle, input),
- * gw_session_request.c (the requests), gw_session_auth.c (Connect and token verification),
- * gw_session_presence.c (online status, presence, join/leave events) and
- * gw_session_recover.c (Subscribe{recover}) share. Private to those files.
+ * gw_session_int.h: the session's layout and what gw_session.c (lifecycle, input, requests),
+ * gw_session_auth.c (Connect and token verification), gw_session_presence.c (online status,
+ * presence, join/leave events), gw_session_recover.c (Subscribe{recover}),
+ * gw_session_flow.c (the request budget, requests that wait for an earlier one, presence in
+ * progress) and gw_session_preauth.c (the budget of unauthenticated connections) share.
+ * Private to those files.
  *
  * Layout (92 bytes before the user id on x86-64, see gw_session_sizeof): the subscriber as
  * fan-out sees it (gw_sub_set_t: the connection, two inline channel slots, the delivery flags),
@@ -11,7 +13,10 @@
  * stamp), then after Connect the user id and the token's channel patterns packed inline
  * ("user\0pattern1\0pattern2\0"). The struct is reallocated once, at authentication, when nothing
  * points into it but the wheel entry (re-filed around the realloc) and the connection's data
- * pointer; it joins the online table after that.
+ * pointer; it joins the online table after that. Before Connect the first bytes of data hold
+ * the session's record in the pre-authentication budget (gw_session_preauth.c); transient
+ * state (input that waits, presence queries in progress) lives in a side table of the loop
+ * (gw_session_flow.c), so none of it costs an idle connection a byte.
  */
 #ifndef HERALD_GATEWAY_GW_SESSION_INT_H
 #define HERALD_GATEWAY_GW_SESSION_INT_H
