@@ -410,8 +410,10 @@ static void admin_on_reload(void *arg, const gw_config_t *old, const gw_config_t
 {
     gw_admin_t *a = arg;
     if (cfg->admin_max_body_bytes != old->admin_max_body_bytes ||
-        cfg->admin_request_timeout_ms != old->admin_request_timeout_ms)
-        gw_http_set_limits(a->http, cfg->admin_max_body_bytes, cfg->admin_request_timeout_ms);
+        cfg->admin_request_timeout_ms != old->admin_request_timeout_ms ||
+        cfg->admin_header_timeout_ms != old->admin_header_timeout_ms)
+        gw_http_set_limits(a->http, cfg->admin_max_body_bytes, cfg->admin_request_timeout_ms,
+                           cfg->admin_header_timeout_ms);
 }
 
 int gw_admin_new(gw_admin_t **out, gw_node_t *node, const gw_config_t *cfg)
@@ -427,6 +429,8 @@ int gw_admin_new(gw_admin_t **out, gw_node_t *node, const gw_config_t *cfg)
         .api_key = cfg->admin_api_key,
         .max_body_bytes = cfg->admin_max_body_bytes,
         .request_timeout_ms = cfg->admin_request_timeout_ms,
+        .header_timeout_ms = cfg->admin_header_timeout_ms,
+        .max_per_address = cfg->admin_max_per_address,
     };
     int err = gw_http_new(&a->http, &opts);
     if (err == 0)

@@ -395,6 +395,21 @@ static void render_pool(gw_metrics_t *w, const gw_stats_snapshot_t *snap)
                        &snap->pool_wait_ns, latency_bounds_s, N_LATENCY, 1e-9);
 }
 
+/* What the admin port's guard did to keep connections for the probes (gw_http_guard.h). */
+static void render_admin_shed(gw_metrics_t *w, const gw_http_stats_t *http)
+{
+    static const char help[] = "Admin connections turned away to keep the port open for "
+                               "probes: shed (gave way to a newcomer), refused (a newcomer with "
+                               "nothing to shed), busy (an authenticated request answered 503 "
+                               "past the probes' reserve).";
+    gw_metrics_counter(w, "herald_admin_connections_shed_total", help,
+                       (const char *const[]){"reason", "shed", NULL}, http->shed);
+    gw_metrics_counter(w, "herald_admin_connections_shed_total", help,
+                       (const char *const[]){"reason", "refused", NULL}, http->refused);
+    gw_metrics_counter(w, "herald_admin_connections_shed_total", help,
+                       (const char *const[]){"reason", "busy", NULL}, http->busy);
+}
+
 int gw_admin_render(const gw_stats_snapshot_t *snap, const gw_engine_t *engine,
                     const gw_http_stats_t *http, gw_metrics_format_t format, char **out,
                     size_t *len)
@@ -428,6 +443,7 @@ int gw_admin_render(const gw_stats_snapshot_t *snap, const gw_engine_t *engine,
     gw_metrics_counter(&w, "herald_admin_request_timeouts_total",
                        "Admin connections cut off for not sending a whole request in time.", NULL,
                        http->timed_out);
+    render_admin_shed(&w, http);
     free(t);
     return gw_metrics_end(&w, out, len);
 }

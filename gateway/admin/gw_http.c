@@ -25,6 +25,8 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -39,7 +41,7 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 
-#include "gw_http_deadline.h"
+#include "gw_http_guard.h"
 #include "netlib/nl_common.h"
 #include "netlib/nl_log.h"
 
@@ -48,6 +50,7 @@
 #define ERROR_BODY_MAX 512
 #define STOP_DRAIN_S 2    /* how long gw_http_stop waits for resumed requests */
 #define HTTP_LOG_PER_S 10 /* libmicrohttpd complaints logged per second (see on_mhd_log) */
+#define DEFER_ACCEPT_S 1  /* TCP_DEFER_ACCEPT: see defer_accept */
 /* libmicrohttpd's memory per connection (its default, stated so the bound is ours): a request
  * head past it is answered 414 or 431 and the connection closed. */
 #define CONN_MEMORY_BYTES (32u * 1024)
@@ -95,7 +98,7 @@ struct gw_http_s {
     route_t routes[MAX_ROUTES];
     size_t n_routes;
     struct MHD_Daemon *daemon;
-    gw_http_deadline_t *deadline; /* while started */
+    gw_http_guard_t *guard; /* from the first start */
     uint16_t port;
     pthread_mutex_t lock;
     pthread_cond_t drained; /* signalled, while stopping, as requests leave */
@@ -222,6 +225,16 @@ static enum MHD_Result queue_error(gw_http_req_t *req, unsigned status, const ch
     return queue(req->conn, status, make_error(message));
 }
 
+/* As queue_error, with the given headers (name, value pairs, NULL-terminated) added. */
+static enum MHD_Result queue_error_with(gw_http_req_t *req, unsigned status, const char *message,
+                                        const char *const *headers)
+{
+    char body[ERROR_BODY_MAX];
+    size_t n = error_json(message, body, sizeof(body));
+    req->state = REQ_DONE;
+    return queue(req->conn, status, make_response("application/json", headers, body, n));
+}
+
 /* ---- routing and checks, when the headers arrive ---- */
 
 /* The body limit: a relaxed load, since gw_http_set_limits may change it from another thread
@@ -299,12 +312,18 @@ static enum MHD_Result answer_405(gw_http_t *srv, gw_http_req_t *req)
  */
 static enum MHD_Result on_headers(gw_http_t *srv, gw_http_req_t *req)
 {
+    static const char *const retry_hdrs[] = {MHD_HTTP_HEADER_RETRY_AFTER, "1", NULL};
     count(&srv->n_requests, 1);
-    if (!path_is_public(srv, req->path) && !key_ok(srv, req->conn)) {
+    bool is_public = path_is_public(srv, req->path);
+    if (!is_public && !key_ok(srv, req->conn)) {
         count(&srv->n_unauthorized, 1);
         return queue_error(req, MHD_HTTP_UNAUTHORIZED,
                            srv->has_key ? "unauthorized" : "admin api key not configured");
     }
+    /* An authenticated request keeps its connection from being shed (gw_http_guard.h), as
+     * long as such requests leave the probes their reserve of connections. */
+    if (!is_public && !gw_http_guard_trust(srv->guard, req->conn))
+        return queue_error_with(req, MHD_HTTP_SERVICE_UNAVAILABLE, "admin port busy", retry_hdrs);
     bool has_path = false;
     for (size_t i = 0; i < srv->n_routes && req->route == NULL; i++) {
         const route_t *r = &srv->routes[i];
@@ -394,7 +413,7 @@ static struct MHD_Response *take_response(gw_http_req_t *req, unsigned *status)
 static enum MHD_Result dispatch(gw_http_t *srv, gw_http_req_t *req)
 {
     /* The request is whole: from here on the time is the server's, not the client's. */
-    gw_http_deadline_stop(srv->deadline, req->conn);
+    gw_http_guard_stop(srv->guard, req->conn);
     if (req->is_too_big) {
         count(&srv->n_too_large, 1);
         return queue_error(req, MHD_HTTP_CONTENT_TOO_LARGE, "request body too large");
@@ -458,7 +477,7 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
         if (req == NULL)
             return MHD_NO;
         *con_cls = req;
-        gw_http_deadline_headers(srv->deadline, conn);
+        gw_http_guard_headers(srv->guard, conn);
         return on_headers(srv, req);
     }
     if (*upload_data_size != 0) {
@@ -486,7 +505,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     NL_UNUSED(why);
     gw_http_t *srv = cls;
     gw_http_req_t *req = *con_cls;
-    gw_http_deadline_restart(srv->deadline, conn);
+    gw_http_guard_restart(srv->guard, conn);
     if (req == NULL)
         return;
     *con_cls = NULL;
@@ -623,6 +642,13 @@ int gw_http_new(gw_http_t **out, const gw_http_opts_t *opts)
         srv->opts.max_connections = 64;
     if (srv->opts.timeout_s == 0)
         srv->opts.timeout_s = 30;
+    if (srv->opts.max_per_address == 0)
+        srv->opts.max_per_address = srv->opts.max_connections < 32 ? srv->opts.max_connections : 32;
+    if (srv->opts.max_per_address > srv->opts.max_connections ||
+        srv->opts.max_connections <= GW_HTTP_GUARD_PROBE_RESERVE) {
+        gw_http_free(srv);
+        return -EINVAL;
+    }
     *out = srv;
     return 0;
 }
@@ -718,6 +744,24 @@ static int resolve(const gw_http_t *srv, struct sockaddr_storage *addr, socklen_
     return 0;
 }
 
+/*
+ * Every HTTP client speaks first, so the kernel may keep a connection until its first bytes
+ * arrive (TCP_DEFER_ACCEPT): one that sends nothing reaches libmicrohttpd only when its SYN-ACK
+ * has been sent again, about a second later, then meets the header timeout. A flood of such
+ * connections, renewed as the guard sheds them, so arrives in a trickle, where without it
+ * 200 sockets turned over thousands of times a second and a probe sharing their address, a
+ * few milliseconds late with its request, could be shed. A connection that sends a byte is
+ * accepted at once, as before; the guard handles those. Best effort: without it the guard
+ * still holds, with a faster churn.
+ */
+static void defer_accept(struct MHD_Daemon *daemon)
+{
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(daemon, MHD_DAEMON_INFO_LISTEN_FD);
+    int seconds = DEFER_ACCEPT_S;
+    if (info != NULL)
+        (void)setsockopt(info->listen_fd, IPPROTO_TCP, TCP_DEFER_ACCEPT, &seconds, sizeof(seconds));
+}
+
 int gw_http_start(gw_http_t *srv)
 {
     if (srv->daemon != NULL)
@@ -732,31 +776,38 @@ int gw_http_start(gw_http_t *srv)
      * bytes read and its close never noticed, so it sat until the 30 s timeout; clients that
      * connect, send half a request and hang up (4,000 in 2 s) filled all 64 connections and
      * the listen backlog, and /healthz went unanswered. poll is level-triggered and sees the
-     * close; over at most 64 connections it costs nothing. */
+     * close; over at most 72 connections it costs nothing. */
     unsigned flags = MHD_USE_POLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
     if (addr.ss_family == AF_INET6)
         flags |= MHD_USE_IPv6;
-    /* The tracker lives until gw_http_free, not gw_http_stop: stats are read from IO loops
+    /* The guard lives until gw_http_free, not gw_http_stop: stats are read from IO loops
      * (gw_http_stats) while the node stops, and a restart reuses it. */
-    int err = srv->deadline != NULL
-                  ? 0
-                  : gw_http_deadline_new(&srv->deadline, srv->opts.request_timeout_ms);
+    gw_http_guard_opts_t guard = {
+        .header_timeout_ms = srv->opts.header_timeout_ms,
+        .request_timeout_ms = srv->opts.request_timeout_ms,
+        .max_connections = srv->opts.max_connections,
+        .max_per_address = srv->opts.max_per_address,
+    };
+    int err = srv->guard != NULL ? 0 : gw_http_guard_new(&srv->guard, &guard);
     if (err < 0)
         return err;
     errno = 0;
-    /* The logger goes first, or libmicrohttpd complains about the options before it. */
+    /* The logger goes first, or libmicrohttpd complains about the options before it. Its
+     * connection limit is the guard's: a little above max_connections, which the guard keeps
+     * by shedding, so that libmicrohttpd never stops accepting (gw_http_guard.h). */
     srv->daemon = MHD_start_daemon(
         flags, srv->opts.port, NULL, NULL, on_access, srv, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log,
         srv, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr, MHD_OPTION_CONNECTION_LIMIT,
-        srv->opts.max_connections, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONN_MEMORY_BYTES,
-        MHD_OPTION_CONNECTION_TIMEOUT, srv->opts.timeout_s, MHD_OPTION_NOTIFY_COMPLETED,
-        on_completed, srv, MHD_OPTION_NOTIFY_CONNECTION, gw_http_deadline_on_connection,
-        srv->deadline, MHD_OPTION_END);
+        gw_http_guard_mhd_limit(srv->guard), MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+        (size_t)CONN_MEMORY_BYTES, MHD_OPTION_CONNECTION_TIMEOUT, srv->opts.timeout_s,
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv, MHD_OPTION_NOTIFY_CONNECTION,
+        gw_http_guard_on_connection, srv->guard, MHD_OPTION_END);
     err = -errno;
     if (srv->daemon == NULL)
         return err != 0 ? err : -EADDRNOTAVAIL;
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(srv->daemon, MHD_DAEMON_INFO_BIND_PORT);
     srv->port = info != NULL ? info->port : srv->opts.port;
+    defer_accept(srv->daemon);
     NL_LOG(NL_INFO, "http_listening", "host=%s port=%u auth=%s", srv->host, srv->port,
            srv->has_key ? "api_key" : "none");
     return 0;
@@ -767,12 +818,13 @@ uint16_t gw_http_port(const gw_http_t *srv)
     return srv->port;
 }
 
-void gw_http_set_limits(gw_http_t *srv, size_t max_body_bytes, uint64_t request_timeout_ms)
+void gw_http_set_limits(gw_http_t *srv, size_t max_body_bytes, uint64_t request_timeout_ms,
+                        uint64_t header_timeout_ms)
 {
     if (max_body_bytes != 0)
         __atomic_store_n(&srv->opts.max_body_bytes, max_body_bytes, __ATOMIC_RELAXED);
-    if (request_timeout_ms != 0 && srv->deadline != NULL)
-        gw_http_deadline_set_timeout(srv->deadline, request_timeout_ms);
+    if (srv->guard != NULL)
+        gw_http_guard_set_timeouts(srv->guard, header_timeout_ms, request_timeout_ms);
 }
 
 void gw_http_stats(const gw_http_t *srv, gw_http_stats_t *out)
@@ -783,7 +835,13 @@ void gw_http_stats(const gw_http_t *srv, gw_http_stats_t *out)
     out->too_large = __atomic_load_n(&srv->n_too_large, __ATOMIC_RELAXED);
     out->suspended = __atomic_load_n(&srv->n_suspended, __ATOMIC_RELAXED);
     out->pending = __atomic_load_n(&srv->n_pending, __ATOMIC_RELAXED);
-    out->timed_out = srv->deadline != NULL ? gw_http_deadline_timed_out(srv->deadline) : 0;
+    gw_http_guard_stats_t g = {0};
+    if (srv->guard != NULL)
+        gw_http_guard_stats(srv->guard, &g);
+    out->timed_out = g.timed_out;
+    out->shed = g.shed;
+    out->refused = g.refused;
+    out->busy = g.busy;
 }
 
 /*
@@ -830,7 +888,7 @@ void gw_http_free(gw_http_t *srv)
     if (srv == NULL)
         return;
     gw_http_stop(srv);
-    gw_http_deadline_free(srv->deadline); /* every connection is closed: the list is empty */
+    gw_http_guard_free(srv->guard); /* every connection is closed: the list is empty */
     for (size_t i = 0; i < srv->n_routes; i++)
         free(srv->routes[i].path);
     pthread_cond_destroy(&srv->drained);

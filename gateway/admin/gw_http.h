@@ -19,8 +19,11 @@
  *   413  the body exceeds max_body_bytes.  503  the server stopped while a request waited.
  *   414  (URL) / 431 (headers): the request head passes 32 KiB, the memory each connection
  *        gets; then closed.
- *   408  a new connection did not deliver its request header within request_timeout_ms (then
- *        closed; see gw_http_deadline.h: a request must arrive whole within it).
+ *   408  a new connection did not deliver its request header within header_timeout_ms (then
+ *        closed; see gw_http_guard.h: a request must arrive whole within request_timeout_ms).
+ *   503  "admin connections full": a new connection over the per-address or total cap, with no
+ *        connection to shed for it (see gw_http_guard.h; then closed). "admin port busy":
+ *        authenticated requests hold every connection but the probes' reserve.
  * /healthz is always public: a route registered for it is public, and without one gw_http
  * answers 200 {"status":"ok"} itself. gw_http_route_public() makes other paths public
  * (/readyz for load balancers, say).
@@ -50,9 +53,11 @@ typedef struct gw_http_opts_s {
     uint16_t port;               /* 0: any free port (see gw_http_port) */
     const char *api_key;         /* NULL or "": every non-public request answers 401 */
     size_t max_body_bytes;       /* 0: 1 MiB */
-    unsigned max_connections;    /* 0: 64 */
-    unsigned timeout_s;          /* idle keep-alive connections close after this; 0: 30 */
+    unsigned max_connections;    /* kept at once (gw_http_guard.h); 0: 64 */
+    unsigned max_per_address;    /* of those, from one source address; 0: 32 (at most the above) */
+    unsigned timeout_s;          /* libmicrohttpd's inactivity timeout; 0: 30 */
     uint64_t request_timeout_ms; /* each request must arrive whole within this; 0: 10 s */
+    uint64_t header_timeout_ms;  /* and its header within this; 0: 2 s */
 } gw_http_opts_t;
 
 /* Counters since start, read with relaxed loads. */
@@ -63,12 +68,16 @@ typedef struct gw_http_stats_s {
     uint64_t too_large;    /* 413 */
     uint64_t suspended;    /* handlers that answered after returning */
     uint64_t pending;      /* requests waiting for gw_http_respond right now */
-    uint64_t timed_out;    /* connections cut off by the request deadline */
+    uint64_t timed_out;    /* cut off by the header or request deadline (not kept-alive idle) */
+    uint64_t shed;         /* connections that gave way to a newcomer at a cap */
+    uint64_t refused;      /* newcomers refused at a cap with nothing to shed */
+    uint64_t busy;         /* authenticated requests answered 503 past the probes' reserve */
 } gw_http_stats_t;
 
 /* Creates a server (not yet listening) with a copy of opts.
- * Returns: 0; -EINVAL (bad opts); -ENOMEM. Thread: owner. Ownership: *out is the caller's,
- * freed with gw_http_free(). */
+ * Returns: 0; -EINVAL (bad opts: max_per_address above max_connections, or max_connections
+ *          at most GW_HTTP_GUARD_PROBE_RESERVE, 4); -ENOMEM. Thread: owner. Ownership: *out is the
+ * caller's, freed with gw_http_free(). */
 int gw_http_new(gw_http_t **out, const gw_http_opts_t *opts);
 
 /* Registers handler for method ("GET", "POST", ...) on the exact path (no query string; the
@@ -91,11 +100,12 @@ int gw_http_start(gw_http_t *srv);
 /* Returns the bound port (useful after port 0), or 0 before start. Thread: any. */
 uint16_t gw_http_port(const gw_http_t *srv);
 
-/* Changes the body limit and the request deadline of a running server (a reload): requests
- * whose headers arrive from now on get the new body limit, and connections whose clock
- * (re)starts from now on the new deadline. 0 leaves a value as it is.
+/* Changes the body limit and the deadlines of a running server (a reload): requests whose
+ * headers arrive from now on get the new body limit, and connections whose clock (re)starts
+ * from now on the new deadlines. 0 leaves a value as it is.
  * Thread: any (the owner's, in herald), once gw_http_start returned 0. */
-void gw_http_set_limits(gw_http_t *srv, size_t max_body_bytes, uint64_t request_timeout_ms);
+void gw_http_set_limits(gw_http_t *srv, size_t max_body_bytes, uint64_t request_timeout_ms,
+                        uint64_t header_timeout_ms);
 
 /* Copies the counters into *out. Thread: any. */
 void gw_http_stats(const gw_http_t *srv, gw_http_stats_t *out);

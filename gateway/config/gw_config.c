@@ -117,6 +117,13 @@ static const setting_t settings[] = {
     {"admin", "request_timeout", "admin_request_timeout", NULL, T_DURATION,
      OFF(admin_request_timeout_ms), 0, 100, 3600000, false,
      "an admin request must arrive whole within this, or the connection is cut off", RELOAD},
+    {"admin", "header_timeout", "admin_header_timeout", NULL, T_DURATION,
+     OFF(admin_header_timeout_ms), 0, 100, 3600000, false,
+     "an admin request's header must arrive within this (a new connection's: 408)", RELOAD},
+    /* At most the admin server's 64 connections (gw_http_guard.h). */
+    {"admin", "max_per_address", "admin_max_per_address", NULL, T_U32, OFF(admin_max_per_address),
+     0, 1, 64, false,
+     "admin connections from one source address; past it its oldest idle one gives way", RESTART},
     {"auth", "secret", "token_secret", "secret", T_STR, OFF(token_secret), CAP(token_secret), 0, 0,
      true, "HS256 key that signs client tokens", RELOAD},
     {"auth", "previous_secrets", "token_previous_secrets", "previous-secrets", T_STR,

@@ -31,6 +31,8 @@ void gw_config_init(gw_config_t *cfg)
     cfg->admin_port = 7401;
     cfg->admin_max_body_bytes = MIB;
     cfg->admin_request_timeout_ms = 10000;
+    cfg->admin_header_timeout_ms = 2000;
+    cfg->admin_max_per_address = 32;
     cfg->ping_interval_ms = 25000;
     cfg->idle_timeout_ms = 60000;
     cfg->connect_timeout_ms = 10000;

@@ -3,8 +3,9 @@
  * with a small blocking client (one request per connection, "Connection: close", read to
  * EOF under a 5 s poll deadline). Covers the API key (missing, wrong, right, unconfigured),
  * 404/405/413, 414/431 for a request head past 32 KiB, a POST echo, query and header lookups,
- * answers given later from another thread (strictly after the suspend, and racing it), and a stop
- * with a request still waiting.
+ * answers given later from another thread (strictly after the suspend, and racing it), a stop
+ * with a request still waiting, and the probes' reserve of connections (authenticated requests
+ * past it are answered 503 at once, idle connections give way to a probe).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -567,6 +568,125 @@ static void test_gw_http_no_key_configured(void **state)
     gw_http_free(f.srv);
 }
 
+/* ---- the probes' reserve ---- */
+
+#define PARK_MAX 64
+
+typedef struct park_s {
+    pthread_mutex_t mu;
+    gw_http_req_t *reqs[PARK_MAX]; /* authenticated requests never answered until the end */
+    int n;
+} park_t;
+
+static void on_park(gw_http_req_t *req, void *arg)
+{
+    park_t *p = arg;
+    pthread_mutex_lock(&p->mu);
+    if (p->n == PARK_MAX)
+        abort(); /* more than the test sends: the test itself is broken */
+    p->reqs[p->n++] = req;
+    pthread_mutex_unlock(&p->mu);
+}
+
+/* Reads what fd has within DEADLINE_MS, up to EOF, into out; fails the test without EOF. */
+static void read_all(int fd, char *out, size_t cap)
+{
+    size_t n = 0;
+    uint64_t deadline = nl_now_ms() + DEADLINE_MS;
+    for (;;) {
+        uint64_t now = nl_now_ms();
+        if (now >= deadline)
+            fail_msg("no EOF within %d ms", DEADLINE_MS);
+        struct pollfd pfd = {.fd = fd, .events = POLLIN};
+        if (poll(&pfd, 1, (int)(deadline - now)) <= 0)
+            continue;
+        ssize_t r = recv(fd, out + n, cap - 1 - n, 0);
+        if (r <= 0)
+            break;
+        n += (size_t)r;
+    }
+    out[n] = '\0';
+}
+
+/*
+ * Authenticated requests that take long (60, waiting for their handlers) fill the port up to
+ * the probes' reserve: the next one is answered 503 "admin port busy" at once, and idle
+ * connections then shed one another, so /healthz still answers. The per-address cap is
+ * lifted (one test address), so only the total and the reserve are at work.
+ */
+static void test_gw_http_busy_keeps_reserve(void **state)
+{
+    (void)state;
+    enum { BUSY = 64 - 4, IDLE = 5 };
+    park_t park = {.n = 0};
+    pthread_mutex_init(&park.mu, NULL);
+    fixture_t f = {0};
+    gw_http_opts_t opts = {.host = "127.0.0.1", .port = 0, .api_key = KEY, .max_per_address = 64};
+    assert_int_equal(gw_http_new(&f.srv, &opts), 0);
+    assert_int_equal(gw_http_route(f.srv, "GET", "/api/park", on_park, &park), 0);
+    assert_int_equal(gw_http_start(f.srv), 0);
+    f.port = gw_http_port(f.srv);
+    static const char park_req[] = "GET /api/park HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+                                   "X-Api-Key: " KEY "\r\n\r\n";
+    int busy[BUSY];
+    for (int i = 0; i < BUSY; i++) {
+        busy[i] = connect_to(f.port);
+        send_all(busy[i], park_req, sizeof(park_req) - 1);
+    }
+    assert_true(wait_pending(&f, BUSY));
+    expect(&f, "GET", "/api/park", KEY, 503, "{\"error\":\"admin port busy\"}");
+    /* 60 busy + 5 idle is one over the 64: the oldest idle one gives way, with a 503. Each
+     * sends the start of a request, or the kernel would hold it back (TCP_DEFER_ACCEPT) and
+     * hand them over in any order. */
+    int idle[IDLE];
+    for (int i = 0; i < IDLE; i++) {
+        idle[i] = connect_to(f.port);
+        send_all(idle[i], "GET /he", 7);
+    }
+    char out[1024];
+    read_all(idle[0], out, sizeof(out));
+    if (strncmp(out, "HTTP/1.1 503", 12) != 0 || strstr(out, "admin connections full") == NULL)
+        fail_msg("the oldest idle connection got: %s", out);
+    /* The probe is the newcomer now: the next oldest idle one makes room for it. */
+    expect(&f, "GET", "/healthz", NULL, 200, "{\"status\":\"ok\"}");
+    read_all(idle[1], out, sizeof(out));
+    assert_true(strncmp(out, "HTTP/1.1 503", 12) == 0);
+    gw_http_stats_t st;
+    gw_http_stats(f.srv, &st);
+    assert_int_equal(st.busy, 1);
+    assert_int_equal(st.shed, 2);
+    assert_int_equal(st.refused, 0);
+    for (int i = 0; i < BUSY; i++)
+        assert_int_equal(gw_http_respond(park.reqs[i], 200, "text/plain", "done", 4), 0);
+    for (int i = 0; i < BUSY; i++) {
+        resp_t r;
+        read_response(busy[i], &r);
+        assert_int_equal(r.status, 200);
+        resp_free(&r);
+        close(busy[i]);
+    }
+    for (int i = 0; i < IDLE; i++)
+        close(idle[i]);
+    gw_http_free(f.srv);
+    pthread_mutex_destroy(&park.mu);
+}
+
+/* The caps must fit: one address may not be allowed more than all, and the probes' reserve
+ * needs room. */
+static void test_gw_http_caps_checked(void **state)
+{
+    (void)state;
+    gw_http_t *srv = NULL;
+    gw_http_opts_t opts = {.host = "127.0.0.1", .max_connections = 16, .max_per_address = 17};
+    assert_int_equal(gw_http_new(&srv, &opts), -EINVAL);
+    opts.max_connections = 4;
+    opts.max_per_address = 0;
+    assert_int_equal(gw_http_new(&srv, &opts), -EINVAL);
+    opts.max_connections = 8; /* the per-address default follows, at most the total */
+    assert_int_equal(gw_http_new(&srv, &opts), 0);
+    gw_http_free(srv);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -582,6 +702,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_gw_http_stop_with_pending, setup, teardown),
         cmocka_unit_test_setup_teardown(test_gw_http_registration_rules, setup, teardown),
         cmocka_unit_test(test_gw_http_no_key_configured),
+        cmocka_unit_test(test_gw_http_busy_keeps_reserve),
+        cmocka_unit_test(test_gw_http_caps_checked),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

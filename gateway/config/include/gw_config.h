@@ -185,6 +185,8 @@ typedef struct gw_config_s {
     char admin_api_key[GW_CONFIG_SECRET_MAX]; /* default "": only /healthz answers */
     uint64_t admin_max_body_bytes;            /* default 1 MiB */
     uint64_t admin_request_timeout_ms;        /* default 10 s */
+    uint64_t admin_header_timeout_ms;         /* default 2 s */
+    uint32_t admin_max_per_address;           /* default 32 (of the admin port's 64) */
 
     /* [auth] */
     char token_secret[GW_CONFIG_SECRET_MAX]; /* HS256 key; default "" */
