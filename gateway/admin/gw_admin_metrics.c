@@ -395,7 +395,8 @@ static void render_pool(gw_metrics_t *w, const gw_stats_snapshot_t *snap)
                        &snap->pool_wait_ns, latency_bounds_s, N_LATENCY, 1e-9);
 }
 
-/* What the admin port's guard did to keep connections for the probes (gw_http_guard.h). */
+/* What the admin port's guard did to keep connections for the probes (gw_http_guard.h), and
+ * the requests refused for an ambiguous body length. */
 static void render_admin_shed(gw_metrics_t *w, const gw_http_stats_t *http)
 {
     static const char help[] = "Admin connections turned away to keep the port open for "
@@ -408,6 +409,9 @@ static void render_admin_shed(gw_metrics_t *w, const gw_http_stats_t *http)
                        (const char *const[]){"reason", "refused", NULL}, http->refused);
     gw_metrics_counter(w, "herald_admin_connections_shed_total", help,
                        (const char *const[]){"reason", "busy", NULL}, http->busy);
+    gw_metrics_counter(w, "herald_admin_bad_framing_total",
+                       "Admin requests answered 400 for a body length given two ways.", NULL,
+                       http->bad_framing);
 }
 
 int gw_admin_render(const gw_stats_snapshot_t *snap, const gw_engine_t *engine,

@@ -24,6 +24,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -110,6 +111,7 @@ struct gw_http_s {
     uint64_t n_unauthorized;
     uint64_t n_not_found;
     uint64_t n_too_large;
+    uint64_t n_bad_framing;
     uint64_t n_suspended;
     uint64_t n_pending;
     /* on_mhd_log's rate limit, guarded by log_lock. */
@@ -305,15 +307,74 @@ static enum MHD_Result answer_405(gw_http_t *srv, gw_http_req_t *req)
     return queue(req->conn, MHD_HTTP_METHOD_NOT_ALLOWED, r);
 }
 
+/* What the request's headers say about where its body ends (framing_problem). */
+typedef struct framing_s {
+    unsigned n_lengths;       /* Content-Length headers */
+    unsigned long long last;  /* the value of the last one */
+    bool is_conflicting;      /* two Content-Length values differ (or one is not a number) */
+    bool has_transfer_coding; /* a Transfer-Encoding header */
+} framing_t;
+
+static enum MHD_Result framing_header(void *cls, enum MHD_ValueKind kind, const char *key,
+                                      const char *value)
+{
+    NL_UNUSED(kind);
+    framing_t *f = cls;
+    if (strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING) == 0)
+        f->has_transfer_coding = true;
+    if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) != 0)
+        return MHD_YES;
+    /* RFC 9110: 1*DIGIT. Anything else makes a second value incomparable: a conflict. */
+    unsigned long long v = 0;
+    bool is_number = value != NULL && value[0] != '\0';
+    for (const char *p = value; is_number && *p != '\0'; p++) {
+        is_number = *p >= '0' && *p <= '9' && v <= (ULLONG_MAX - 9) / 10;
+        v = v * 10 + (unsigned long long)(*p - '0');
+    }
+    if (!is_number || (f->n_lengths > 0 && v != f->last))
+        f->is_conflicting = true;
+    f->last = v;
+    f->n_lengths++;
+    return MHD_YES;
+}
+
 /*
- * First call for a request: authenticate, route, check the declared length. Anything refused
- * here is answered before the body is read (libmicrohttpd then closes the connection rather
- * than read a body nobody wants).
+ * A request whose body could end in two places is refused before anything else, with 400 and
+ * a close, as RFC 9112 section 6.3 asks: libmicrohttpd 0.9.75 frames the body by the first
+ * Content-Length and never looks at a second, so "Content-Length: 5" then "Content-Length: 10"
+ * had five bytes read as the body and the rest answered as a request of its own, which a proxy
+ * in front that read ten bytes never sent as one (request smuggling). Likewise Content-Length
+ * beside Transfer-Encoding (libmicrohttpd goes by the chunks, and kept the connection open,
+ * where RFC 9112 section 6.1 requires a close). The same value given twice is one value (RFC
+ * 9110 section 8.6 allows either answer; all readers agree on where that body ends). Returns
+ * the refusal's reason, or NULL.
+ */
+static const char *framing_problem(struct MHD_Connection *conn)
+{
+    framing_t f = {0};
+    (void)MHD_get_connection_values(conn, MHD_HEADER_KIND, framing_header, &f);
+    if (f.n_lengths > 1 && f.is_conflicting)
+        return "conflicting Content-Length headers";
+    if (f.n_lengths > 0 && f.has_transfer_coding)
+        return "Content-Length with Transfer-Encoding";
+    return NULL;
+}
+
+/*
+ * First call for a request: check its framing, authenticate, route, check the declared
+ * length. Anything refused here is answered before the body is read (libmicrohttpd then
+ * closes the connection rather than read a body nobody wants).
  */
 static enum MHD_Result on_headers(gw_http_t *srv, gw_http_req_t *req)
 {
+    static const char *const close_hdrs[] = {MHD_HTTP_HEADER_CONNECTION, "close", NULL};
     static const char *const retry_hdrs[] = {MHD_HTTP_HEADER_RETRY_AFTER, "1", NULL};
     count(&srv->n_requests, 1);
+    const char *framing = framing_problem(req->conn);
+    if (framing != NULL) {
+        count(&srv->n_bad_framing, 1);
+        return queue_error_with(req, MHD_HTTP_BAD_REQUEST, framing, close_hdrs);
+    }
     bool is_public = path_is_public(srv, req->path);
     if (!is_public && !key_ok(srv, req->conn)) {
         count(&srv->n_unauthorized, 1);
@@ -835,6 +896,7 @@ void gw_http_stats(const gw_http_t *srv, gw_http_stats_t *out)
     out->too_large = __atomic_load_n(&srv->n_too_large, __ATOMIC_RELAXED);
     out->suspended = __atomic_load_n(&srv->n_suspended, __ATOMIC_RELAXED);
     out->pending = __atomic_load_n(&srv->n_pending, __ATOMIC_RELAXED);
+    out->bad_framing = __atomic_load_n(&srv->n_bad_framing, __ATOMIC_RELAXED);
     gw_http_guard_stats_t g = {0};
     if (srv->guard != NULL)
         gw_http_guard_stats(srv->guard, &g);

@@ -10,6 +10,8 @@
  * resumes it.
  *
  * Answers gw_http gives by itself, each with a JSON body {"error": "..."}:
+ *   400  the request's body could end in two places: Content-Length given twice with different
+ *        values, or beside Transfer-Encoding (then closed; the same value twice is accepted).
  *   401  X-Api-Key missing or wrong on any path but a public one (compared in constant time,
  *        on SHA-256 digests so the key length does not leak either). Without X-Api-Key,
  *        `Authorization: Bearer KEY` carries the key instead (Prometheus). With no api_key
@@ -68,6 +70,7 @@ typedef struct gw_http_stats_s {
     uint64_t too_large;    /* 413 */
     uint64_t suspended;    /* handlers that answered after returning */
     uint64_t pending;      /* requests waiting for gw_http_respond right now */
+    uint64_t bad_framing;  /* 400 for an ambiguous body length */
     uint64_t timed_out;    /* cut off by the header or request deadline (not kept-alive idle) */
     uint64_t shed;         /* connections that gave way to a newcomer at a cap */
     uint64_t refused;      /* newcomers refused at a cap with nothing to shed */
