@@ -42,6 +42,8 @@ herald_gwtest(test_gw_auth)
 herald_gwtest(test_gw_pubsub TIMEOUT 180)
 herald_gwtest(test_gw_admin)
 herald_gwtest(test_gw_cli)
+# The admin port against hostile clients: idle floods, a per-address cap, ambiguous framing.
+herald_gwtest(test_gw_admin_hostile LABELS hostile TIMEOUT 180)
 if(TARGET test_gw_admin)
     pkg_check_modules(GWTEST_JANSSON REQUIRED IMPORTED_TARGET jansson)
     target_link_libraries(test_gw_admin PRIVATE PkgConfig::GWTEST_JANSSON)
