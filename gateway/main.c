@@ -205,6 +205,8 @@ int main(int argc, char **argv)
         return errors == 0 ? 0 : 1;
     }
     case GW_CONFIG_PRINT:
+        /* Nothing on stdout for a config herald would not start with (the problems went to
+         * stderr, as --check-config words them): exit 2, as a start would. */
         if (rc < 0)
             return 2;
         gw_config_print(&cfg, stdout, false);

@@ -785,7 +785,10 @@ int gw_config_load(gw_config_t *cfg, int argc, char *const *argv, char *const *e
     int rc_args = gw_config_load_args(cfg, argc, argv, err, action);
     if (rc == 0)
         rc = rc_env != 0 ? rc_env : rc_args;
-    if (rc == 0 && *action == GW_CONFIG_RUN && gw_config_validate(cfg, err) != 0)
+    /* --print-config shows the config herald would run with, so it checks it as a start
+     * would: an operator who pipes it somewhere must not get a config no node accepts. */
+    if (rc == 0 && (*action == GW_CONFIG_RUN || *action == GW_CONFIG_PRINT) &&
+        gw_config_validate(cfg, err) != 0)
         rc = -EINVAL;
     return rc;
 }
@@ -802,7 +805,8 @@ void gw_config_usage(FILE *out, const char *prog)
             "file, then HERALD_* variables, then these flags (later wins).\n\n"
             "  -c, --config FILE        INI config file (also HERALD_CONFIG)\n"
             "      --check-config FILE  report every error in FILE and exit\n"
-            "      --print-config       print the effective config and exit\n"
+            "      --print-config       print the effective config and exit (2, printing\n"
+            "                           nothing, if herald would refuse it)\n"
             "  -h, --help               this text\n"
             "      --version            print the version and exit\n\n"
             "Durations take ms/s/m/h/d (bare: ms), sizes k/m/g or KiB/MiB/GiB (bare: bytes).\n"

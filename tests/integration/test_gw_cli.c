@@ -1,9 +1,11 @@
 /*
  * test_gw_cli: the herald binary's command line, run as an operator runs it. --version and
  * --help exit 0 and say what they should; --check-config prints every error of a bad file with
- * its line and exits non-zero, and says "ok" of a good one; a bad flag value is refused before
- * anything starts; `herald token --user U --channels 'news,chat:*' --ttl T` prints a token that
- * a herald with the same secret accepts for exactly those channels, and whose exp it enforces.
+ * its line and exits non-zero, and says "ok" of a good one; --print-config refuses (exit 2,
+ * nothing printed, the same message) a config a start would refuse; a bad flag value is refused
+ * before anything starts; `herald token --user U --channels 'news,chat:*' --ttl T` prints a
+ * token that a herald with the same secret accepts for exactly those channels, and whose exp
+ * it enforces.
  *
  * Each command runs through the harness's test_herald_run (environment without HERALD_*, stdout
  * and stderr collected until it exits, within a deadline).
@@ -107,6 +109,42 @@ static void test_gw_cli_check_config(void **state)
     free(r);
 }
 
+/* --print-config checks what it prints as a start would: a combination herald refuses (here
+ * idle_timeout not above ping_interval, from flags and from a file) prints nothing on stdout,
+ * the same message as --check-config on stderr, and exits 2 as a start does; a valid one
+ * prints. */
+static void test_gw_cli_print_config_validates(void **state)
+{
+    NL_UNUSED(state);
+    test_herald_run_t *r = malloc(sizeof(*r));
+    assert_non_null(r);
+    static const char want[] = "config: idle_timeout (20000 ms) must exceed ping_interval "
+                               "(30000 ms)";
+    cli_run(r, (const char *[]){"--print-config", "--ping-interval", "30s", "--idle-timeout", "20s",
+                                NULL});
+    assert_int_equal(r->status, 2);
+    assert_string_equal(r->out, "");
+    expect_out(r, 1, want);
+
+    char bad[64];
+    test_write_temp(bad, "[limits]\nping_interval = 30s\nidle_timeout = 20s\n");
+    cli_run(r, (const char *[]){"--config", bad, "--print-config", NULL});
+    assert_int_equal(r->status, 2);
+    assert_string_equal(r->out, "");
+    expect_out(r, 1, want);
+    cli_run(r, (const char *[]){"--check-config", bad, NULL});
+    assert_int_not_equal(r->status, 0);
+    expect_out(r, 1, want);
+    unlink(bad);
+
+    cli_run(r, (const char *[]){"--print-config", "--ping-interval", "30s", "--idle-timeout", "40s",
+                                NULL});
+    assert_int_equal(r->status, 0);
+    expect_out(r, 0, "ping_interval = 30s");
+    expect_out(r, 0, "idle_timeout = 40s");
+    free(r);
+}
+
 /* The token the command printed (its first line), copied into tok. */
 static void token_of(const test_herald_run_t *r, char tok[GW_TOKEN_CAP])
 {
@@ -180,6 +218,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gw_cli_version_and_help),
         cmocka_unit_test(test_gw_cli_check_config),
+        cmocka_unit_test(test_gw_cli_print_config_validates),
         cmocka_unit_test_teardown(test_gw_cli_token, gw_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -279,10 +279,10 @@ int gw_config_load_args(gw_config_t *cfg, int argc, char *const *argv, FILE *err
 int gw_config_validate(const gw_config_t *cfg, FILE *err);
 
 /* Runs the whole load order: defaults, the file (--config F, else HERALD_CONFIG), HERALD_*
- * variables from envp, flags from argv, then gw_config_validate() when *action is RUN.
- * Returns: 0, or -EINVAL / -errno after printing every problem to err. For HELP, CHECK,
- *          PRINT and VERSION it returns 0 without loading the file, except that PRINT loads
- *          everything (it prints the effective values).
+ * variables from envp, flags from argv, then gw_config_validate() when *action is RUN or
+ * PRINT (--print-config refuses what a start would refuse, with the same messages).
+ * Returns: 0, or -EINVAL / -errno after printing every problem to err. For HELP, CHECK and
+ *          VERSION it returns 0 without loading the file.
  * Thread: main thread at startup. */
 int gw_config_load(gw_config_t *cfg, int argc, char *const *argv, char *const *envp, FILE *err,
                    gw_config_action_t *action);
