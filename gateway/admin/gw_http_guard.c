@@ -308,9 +308,15 @@ static track_t *pick_victim(const gw_http_guard_t *g, const track_t *t, bool is_
 
 /*
  * t has just been listed: keeps both caps by shedding one other connection, or refuses t;
- * lock held. Before t came, no address was over its cap and the total was not over
- * max_connections (every earlier arrival went through here), so t can put at most one
- * address and the total one over, and one departure from t's own address mends both.
+ * lock held. Before t came, the total was not over max_connections (every earlier arrival
+ * went through here), so t puts it at most one over, and any departure mends it; one from
+ * t's own address mends its address too.
+ *
+ * The per-address cap sheds only what can be shed. An address whose connections all serve
+ * authenticated requests (a busy publisher on the same host as the probes: with the admin
+ * port on loopback, everybody is 127.0.0.1) may go past it, and the newcomer is then judged
+ * by the total alone: a probe from that address still gets in. The key holders' share stays
+ * bounded by the reserve (gw_http_guard_trust).
  */
 static void guard_admit(gw_http_guard_t *g, track_t *t)
 {
@@ -322,10 +328,13 @@ static void guard_admit(gw_http_guard_t *g, track_t *t)
         total++;
         same += same_address(u, t);
     }
-    bool is_over_address = same > g->max_per_address;
-    if (!is_over_address && total <= g->max_connections)
+    track_t *victim = NULL;
+    if (same > g->max_per_address)
+        victim = pick_victim(g, t, true);
+    if (victim == NULL && total <= g->max_connections)
         return;
-    track_t *victim = pick_victim(g, t, is_over_address);
+    if (victim == NULL)
+        victim = pick_victim(g, t, false);
     if (victim != NULL) {
         track_cut(victim, full_answer, sizeof(full_answer) - 1);
         count(&g->n_shed);

@@ -24,6 +24,8 @@
  *   - A source address has at most max_per_address connections. A newcomer over that makes
  *     the oldest sheddable connection from the same address give way, so one address cannot
  *     push anybody else out, yet a prober sharing an address with a flood still gets in.
+ *     (With none of its own to shed, all serving authenticated requests, the newcomer is
+ *     judged by the total alone.)
  *   - Over max_connections in all, a sheddable connection of the address that holds the most
  *     gives way, the oldest of them.
  *   - With nothing to shed, the newcomer is refused: 503 and closed.

@@ -671,6 +671,58 @@ static void test_gw_http_busy_keeps_reserve(void **state)
     pthread_mutex_destroy(&park.mu);
 }
 
+/*
+ * One address (everybody, with the admin port on loopback) whose connections at its cap all
+ * serve authenticated requests: a probe from it is admitted all the same, by the total, and
+ * of two idle newcomers past the cap the older gives way to the newer.
+ */
+static void test_gw_http_probe_beside_busy_address(void **state)
+{
+    (void)state;
+    enum { BUSY = 8 };
+    park_t park = {.n = 0};
+    pthread_mutex_init(&park.mu, NULL);
+    fixture_t f = {0};
+    gw_http_opts_t opts = {.host = "127.0.0.1", .port = 0, .api_key = KEY, .max_per_address = BUSY};
+    assert_int_equal(gw_http_new(&f.srv, &opts), 0);
+    assert_int_equal(gw_http_route(f.srv, "GET", "/api/park", on_park, &park), 0);
+    assert_int_equal(gw_http_start(f.srv), 0);
+    f.port = gw_http_port(f.srv);
+    static const char park_req[] = "GET /api/park HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+                                   "X-Api-Key: " KEY "\r\n\r\n";
+    int busy[BUSY];
+    for (int i = 0; i < BUSY; i++) {
+        busy[i] = connect_to(f.port);
+        send_all(busy[i], park_req, sizeof(park_req) - 1);
+    }
+    assert_true(wait_pending(&f, BUSY));
+    expect(&f, "GET", "/healthz", NULL, 200, "{\"status\":\"ok\"}");
+    int idle[2];
+    for (int i = 0; i < 2; i++) {
+        idle[i] = connect_to(f.port);
+        send_all(idle[i], "GET /he", 7);
+    }
+    char out[1024];
+    read_all(idle[0], out, sizeof(out));
+    assert_true(strncmp(out, "HTTP/1.1 503", 12) == 0);
+    gw_http_stats_t st;
+    gw_http_stats(f.srv, &st);
+    assert_int_equal(st.refused, 0);
+    assert_int_equal(st.shed, 1);
+    for (int i = 0; i < BUSY; i++) {
+        assert_int_equal(gw_http_respond(park.reqs[i], 200, "text/plain", "done", 4), 0);
+        resp_t r;
+        read_response(busy[i], &r);
+        assert_int_equal(r.status, 200);
+        resp_free(&r);
+        close(busy[i]);
+    }
+    close(idle[0]);
+    close(idle[1]);
+    gw_http_free(f.srv);
+    pthread_mutex_destroy(&park.mu);
+}
+
 /* The caps must fit: one address may not be allowed more than all, and the probes' reserve
  * needs room. */
 static void test_gw_http_caps_checked(void **state)
@@ -703,6 +755,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_gw_http_registration_rules, setup, teardown),
         cmocka_unit_test(test_gw_http_no_key_configured),
         cmocka_unit_test(test_gw_http_busy_keeps_reserve),
+        cmocka_unit_test(test_gw_http_probe_beside_busy_address),
         cmocka_unit_test(test_gw_http_caps_checked),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
