@@ -49,7 +49,7 @@
 #include "netlib/nl_server.h"
 
 /* Descriptors a listener leaves to the rest of the process at most: the admin server's
- * connections (libmicrohttpd's limit, 64), its listener and a few to spare. */
+ * connections (gw_http_guard_mhd_limit: 72), its listener and a few to spare. */
 #define GW_LISTENER_FD_RESERVE 80
 
 /* --- TLS ---------------------------------------------------------------------------------- */
