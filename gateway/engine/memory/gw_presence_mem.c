@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gw_lastseen.h"
+#include "gw_recent.h"
 #include "gw_state.h"
 #include "netlib/nl_common.h"
 #include "netlib/nl_log.h"
@@ -25,7 +25,7 @@ struct gw_presence_mem_s {
     const gw_engine_host_t *host;
     gw_fanout_t *hub;
     uint32_t n_loops;
-    gw_lastseen_t *shards; /* one per loop: the users whose hash it owns */
+    gw_recent_t *shards;    /* one per loop: the users whose hash it owns */
 };
 
 typedef enum q_kind_e {
@@ -93,7 +93,7 @@ int gw_presence_mem_new(gw_presence_mem_t **out, const gw_engine_host_t *host)
     /* The node-wide limit, shared evenly: users spread over the owners by hash. */
     uint32_t per_shard = (uint32_t)((cfg->presence_last_seen_max + pm->n_loops - 1) / pm->n_loops);
     for (uint32_t i = 0; i < pm->n_loops; i++) {
-        if (gw_lastseen_init(&pm->shards[i], per_shard, cfg->presence_last_seen_ttl_ms) < 0) {
+        if (gw_recent_init(&pm->shards[i], per_shard, cfg->presence_last_seen_ttl_ms) < 0) {
             gw_presence_mem_free(pm);
             return -ENOMEM;
         }
@@ -107,14 +107,14 @@ void gw_presence_mem_free(gw_presence_mem_t *pm)
     if (!pm)
         return;
     for (uint32_t i = 0; pm->shards && i < pm->n_loops; i++)
-        gw_lastseen_deinit(&pm->shards[i]);
+        gw_recent_deinit(&pm->shards[i]);
     free(pm->shards);
     free(pm);
 }
 
 uint64_t gw_presence_mem_records(const gw_presence_mem_t *pm, uint32_t loop_index)
 {
-    return gw_lastseen_count(&pm->shards[loop_index]);
+    return gw_recent_count(&pm->shards[loop_index]);
 }
 
 /* --- last seen ---------------------------------------------------------------------------- */
@@ -130,7 +130,15 @@ typedef struct offline_req_s {
 static void offline_put(gw_presence_mem_t *pm, uint32_t shard, const char *user, size_t len,
                         uint32_t hash, uint64_t at_ms)
 {
-    int err = gw_lastseen_put(&pm->shards[shard], user, len, hash, at_ms, nl_wall_ms());
+    /* Reports from different loops may arrive out of order: an older one does not move the
+     * time back, but renews the record all the same. */
+    gw_recent_t *t = &pm->shards[shard];
+    uint64_t now_ms = nl_wall_ms();
+    gw_recent_val_t v = {.a = at_ms};
+    gw_recent_val_t old;
+    if (gw_recent_get(t, user, len, hash, now_ms, &old) && old.a > at_ms)
+        v.a = old.a;
+    int err = gw_recent_put(t, user, len, hash, &v, now_ms);
     if (err < 0)
         NL_LOG(NL_WARN, "last_seen_lost", "err=%s", nl_strerror(err));
 }
@@ -168,7 +176,7 @@ void gw_presence_mem_offline(gw_presence_mem_t *pm, uint32_t loop_index, const c
 
 void gw_presence_mem_refresh(gw_presence_mem_t *pm, const gw_presence_batch_t *batch)
 {
-    gw_lastseen_trim(&pm->shards[batch->loop_index], nl_wall_ms());
+    gw_recent_trim(&pm->shards[batch->loop_index], nl_wall_ms());
 }
 
 /* --- queries: the loops' parts ------------------------------------------------------------ */
@@ -362,10 +370,10 @@ static void q_reply_run(void *arg)
 static void q_offline_run(void *arg)
 {
     q_t *q = arg;
-    uint64_t at_ms;
-    if (gw_lastseen_get(&q->pm->shards[gw_fanout_loop_current()->index], q->name, q->name_len,
-                        q->hash, nl_wall_ms(), &at_ms))
-        q->offline_ms = at_ms;
+    gw_recent_val_t v;
+    if (gw_recent_get(&q->pm->shards[gw_fanout_loop_current()->index], q->name, q->name_len,
+                      q->hash, nl_wall_ms(), &v))
+        q->offline_ms = v.a;
     q_finish(q);
 }
 

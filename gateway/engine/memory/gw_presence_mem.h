@@ -12,7 +12,7 @@
  * merging thread for an HTTP request).
  *
  * Besides the loops, this keeps the last-seen times of users who went offline
- * (gw_lastseen), one table per loop for the users whose hash it owns (hash % loops, like the
+ * (gw_recent), one table per loop for the users whose hash it owns (hash % loops, like the
  * engine's channels), [presence] last_seen_max records in all, each for last_seen_ttl. A loop
  * reports a user that lost its last connection there (user_offline) by a post to the owner;
  * the owner keeps the latest time. A query reads the owner's table only when the user has no
