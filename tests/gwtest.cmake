@@ -40,6 +40,8 @@ endfunction()
 
 herald_gwtest(test_gw_auth)
 herald_gwtest(test_gw_pubsub TIMEOUT 180)
+# Publish idempotency keys: duplicates answered, records bounded and windowed.
+herald_gwtest(test_gw_idempotency LABELS hostile)
 herald_gwtest(test_gw_admin)
 herald_gwtest(test_gw_cli)
 # The admin port against hostile clients: idle floods, a per-address cap, ambiguous framing.

@@ -25,11 +25,16 @@
 
 #define PROMETHEUS_TYPE "text/plain; version=0.0.4; charset=utf-8"
 
-/* An engine request that failed: 503 when retrying helps (Redis busy or away), else 500. */
+/* An engine request that failed: 503 when retrying helps (Redis busy or away, nothing was
+ * applied), 504 when a publish may have been applied, else 500 (not applied). */
 static void admin_respond_failure(gw_http_req_t *req, int status)
 {
     if (status == -EBUSY)
         gw_http_respond_error(req, 503, "busy: too many commands toward Redis, retry");
+    else if (status == GW_ENGINE_OUTCOME_UNKNOWN)
+        gw_http_respond_error(req, 504,
+                              "outcome unknown: Redis took the publish and did not answer; "
+                              "retry with the same Idempotency-Key");
     else if (status == -EAGAIN)
         gw_http_respond_error(req, 503, "Redis unavailable, retry");
     else
@@ -48,9 +53,9 @@ static void admin_published(const gw_engine_reply_t *r, const gw_engine_result_t
     }
     char epoch[17];
     proto_epoch_str(res->epoch, epoch);
-    char body[96];
-    int n = snprintf(body, sizeof(body), "{\"offset\":%" PRIu64 ",\"epoch\":\"%s\"}", res->offset,
-                     epoch);
+    char body[128];
+    int n = snprintf(body, sizeof(body), "{\"offset\":%" PRIu64 ",\"epoch\":\"%s\"%s}",
+                     res->offset, epoch, res->is_duplicate ? ",\"duplicate\":true" : "");
     gw_http_respond(req, 200, NULL, body, (size_t)n);
 }
 
@@ -81,10 +86,23 @@ static void admin_publish(gw_http_req_t *req, void *arg)
         gw_http_respond_error(req, 503, "shutting down");
         return;
     }
+    /* The header of the IETF draft (httpapi-idempotency-key-header), taken as opaque bytes. */
+    const char *key = gw_http_req_header(req, "Idempotency-Key");
+    size_t key_len = key ? strlen(key) : 0;
+    if (key_len > GW_ENGINE_KEY_MAX) {
+        gw_http_respond_error(req, 400, "Idempotency-Key over 64 bytes");
+        return;
+    }
     size_t len;
     const char *body = gw_http_req_body(req, &len);
+    gw_engine_msg_t msg = {.chan = chan,
+                           .chan_len = chan_len,
+                           .payload = body,
+                           .len = len,
+                           .key = key,
+                           .key_len = key_len};
     gw_engine_reply_t reply = {.loop = NULL, .cb = admin_published, .ptr = req};
-    int err = gw_engine_publish(gw_node_engine(node), chan, chan_len, body, len, &reply);
+    int err = gw_engine_publish(gw_node_engine(node), &msg, &reply);
     if (err == -ESHUTDOWN)
         gw_http_respond_error(req, 503, "shutting down");
     else if (err < 0)

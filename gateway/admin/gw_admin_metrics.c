@@ -79,6 +79,9 @@ static void sum_loops(const gw_stats_snapshot_t *snap, totals_t *t)
             t->engine.history_evicted[r] += l->engine.history_evicted[r];
         t->engine.last_seen_records += l->engine.last_seen_records;
         t->engine.event_failures += l->engine.event_failures;
+        t->engine.idempotency_keys += l->engine.idempotency_keys;
+        t->engine.idempotency_duplicates += l->engine.idempotency_duplicates;
+        t->engine.idempotency_evicted += l->engine.idempotency_evicted;
     }
 }
 
@@ -206,6 +209,17 @@ static void render_delivery(gw_metrics_t *w, const totals_t *t)
 {
     gw_metrics_counter(w, "herald_publishes_total", "Messages given an offset.", NULL,
                        t->engine.published);
+    gw_metrics_counter(w, "herald_publish_duplicates_total",
+                       "Publishes answered from an earlier one with the same idempotency key, "
+                       "not published again.",
+                       NULL, t->engine.idempotency_duplicates);
+    gw_metrics_gauge(w, "herald_publish_idempotency_keys",
+                     "Idempotency keys remembered (memory engine).", NULL,
+                     (double)t->engine.idempotency_keys);
+    gw_metrics_counter(w, "herald_publish_idempotency_evicted_total",
+                       "Idempotency keys forgotten before their window ended: [limits] "
+                       "idempotency_keys reached (memory engine).",
+                       NULL, t->engine.idempotency_evicted);
     gw_metrics_counter(w, "herald_deliveries_total", "Push frames queued to subscribers.", NULL,
                        t->fo.deliveries);
     gw_metrics_counter(w, "herald_slow_consumer_drops_total",

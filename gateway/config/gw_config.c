@@ -150,6 +150,15 @@ static const setting_t settings[] = {
      RELOAD},
     {"limits", "publish_burst", "publish_burst", NULL, T_U32, OFF(publish_burst), 0, 1, 1000000,
      false, "such requests a connection may send at once above the rate", RELOAD},
+    {"limits", "idempotency_window", "idempotency_window", NULL, T_DURATION,
+     OFF(idempotency_window_ms), 0, 1000, 86400000, false,
+     "a Publish repeating an applied one's idempotency key within this is not published again",
+     RELOAD},
+    {"limits", "idempotency_keys", "idempotency_keys", NULL, T_U32, OFF(idempotency_keys), 0, 0,
+     100000000, false,
+     "memory engine: idempotency keys remembered at most; past it the oldest go early "
+     "(0: keys ignored)",
+     RELOAD},
     {"limits", "max_unauthenticated", "max_unauthenticated", NULL, T_U32, OFF(max_unauthenticated),
      0, 1, 10000000, false,
      "connections without a verified Connect (at most a quarter of the client descriptors); past "

@@ -41,6 +41,8 @@ void gw_config_init(gw_config_t *cfg)
     cfg->max_channel_bytes = GW_CHANNEL_NAME_MAX_DEFAULT;
     cfg->publish_rate_per_s = 100;
     cfg->publish_burst = 200;
+    cfg->idempotency_window_ms = 60000;
+    cfg->idempotency_keys = 100000;
     cfg->max_unauthenticated = 10000;
     cfg->max_unauthenticated_per_address = 1000;
     cfg->output_high_water_bytes = MIB;

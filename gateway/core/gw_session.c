@@ -75,6 +75,12 @@ static const struct {
     [GW_PERR_INTERNAL] = {HERALD__ERROR__CODE__INTERNAL, 0, 0, "internal", "internal error"},
     [GW_PERR_CANCELLED] = {HERALD__ERROR__CODE__CANCELLED, 0, 0, "cancelled",
                            "withdrawn by Unsubscribe before it completed"},
+    [GW_PERR_OUTCOME_UNKNOWN] = {HERALD__ERROR__CODE__OUTCOME_UNKNOWN, 0, 0, "outcome_unknown",
+                                 "the publish may or may not have been applied: retry it "
+                                 "with the same idempotency_key"},
+    [GW_PERR_BAD_KEY] = {HERALD__ERROR__CODE__BAD_REQUEST, HERALD__DISCONNECT__CODE__PROTOCOL_ERROR,
+                         GW_CLOSE_PROTOCOL_ERROR, "bad_idempotency_key",
+                         "idempotency_key over 64 bytes"},
 };
 
 const char *gw_proto_err_str(gw_proto_err_t err)
@@ -336,9 +342,12 @@ static void session_on_published(const gw_engine_reply_t *r, const gw_engine_res
     if (!s)
         return; /* gone or closing meanwhile */
     if (res->status < 0) {
-        /* BUSY: the engine's queue toward Redis is full; retry shortly. */
+        /* BUSY: the engine's queue toward Redis is full; retry shortly. INTERNAL: not applied.
+         * OUTCOME_UNKNOWN: Redis took the request and did not answer (PROTOCOL.md, Publish). */
         if (res->status == -EBUSY)
             gw_session_error(lp, s, r->u64[1], GW_PERR_BUSY, 1000);
+        else if (res->status == GW_ENGINE_OUTCOME_UNKNOWN)
+            gw_session_error(lp, s, r->u64[1], GW_PERR_OUTCOME_UNKNOWN, 0);
         else
             gw_session_error(lp, s, r->u64[1], GW_PERR_INTERNAL, 0);
         return;
@@ -348,6 +357,7 @@ static void session_on_published(const gw_engine_reply_t *r, const gw_engine_res
     Herald__PublishOk ok = HERALD__PUBLISH_OK__INIT;
     ok.offset = res->offset;
     ok.epoch = epoch;
+    ok.duplicate = res->is_duplicate;
     Herald__Frame f = HERALD__FRAME__INIT;
     f.id = r->u64[1];
     f.body_case = HERALD__FRAME__BODY_PUBLISH_OK;
@@ -360,6 +370,11 @@ static void session_publish(gw_loop_t *lp, gw_session_t *s, const Herald__Frame 
     const Herald__Publish *p = f->publish;
     const char *name = p && p->channel ? p->channel : "";
     size_t len = strlen(name);
+    const char *key = p && p->idempotency_key ? p->idempotency_key : "";
+    if (strlen(key) > GW_ENGINE_KEY_MAX) {
+        gw_session_error(lp, s, f->id, GW_PERR_BAD_KEY, 0);
+        return;
+    }
     if (!session_check_channel(lp, s, f->id, name, len))
         return;
     uint32_t retry_after_ms = 0;
@@ -367,11 +382,16 @@ static void session_publish(gw_loop_t *lp, gw_session_t *s, const Herald__Frame 
         gw_session_error(lp, s, f->id, GW_PERR_RATE_LIMITED, retry_after_ms);
         return;
     }
+    gw_engine_msg_t msg = {.chan = name,
+                           .chan_len = len,
+                           .payload = p ? p->payload.data : NULL,
+                           .len = p ? p->payload.len : 0,
+                           .key = key,
+                           .key_len = strlen(key)};
     gw_engine_reply_t reply = {.loop = lp->fo.loop,
                                .cb = session_on_published,
                                .u64 = {nl_conn_id(s->member.conn), f->id}};
-    int err = gw_engine_publish(lp->node->engine, name, len, p ? p->payload.data : NULL,
-                                p ? p->payload.len : 0, &reply);
+    int err = gw_engine_publish(lp->node->engine, &msg, &reply);
     if (err < 0)
         gw_session_error(lp, s, f->id, err == -ESHUTDOWN ? GW_PERR_BUSY : GW_PERR_INTERNAL,
                          err == -ESHUTDOWN ? 1000 : 0);

@@ -65,6 +65,8 @@ typedef enum gw_proto_err_e {
     GW_PERR_NOT_SUPPORTED,     /* a request this node's engine cannot serve */
     GW_PERR_INTERNAL,          /* ENOMEM and the like */
     GW_PERR_CANCELLED,         /* a Subscribe withdrawn by Unsubscribe before it completed */
+    GW_PERR_OUTCOME_UNKNOWN,   /* a Publish the engine may or may not have applied */
+    GW_PERR_BAD_KEY,           /* fatal: an idempotency key over GW_ENGINE_KEY_MAX bytes */
     GW_PERR_COUNT
 } gw_proto_err_t;
 

@@ -64,22 +64,25 @@ void gw_cancel_unref(gw_cancel_t *c)
 
 /* --- publish ------------------------------------------------------------------------------ */
 
-gw_engine_pub_t *gw_engine_pub_new(void *engine, const char *chan, size_t chan_len, uint32_t hash,
-                                   const void *payload, size_t len, const gw_engine_reply_t *reply)
+gw_engine_pub_t *gw_engine_pub_new(void *engine, const gw_engine_msg_t *m, uint32_t hash,
+                                   const gw_engine_reply_t *reply)
 {
-    gw_engine_pub_t *p = malloc(sizeof(*p) + chan_len + 1 + len);
+    gw_engine_pub_t *p = malloc(sizeof(*p) + m->chan_len + 1 + m->key_len + m->len);
     if (!p)
         return NULL;
     p->engine = engine;
     p->reply = *reply;
     memset(&p->result, 0, sizeof(p->result));
     p->hash = hash;
-    p->chan_len = (uint32_t)chan_len;
-    p->payload_len = len;
-    memcpy(p->data, chan, chan_len);
-    p->data[chan_len] = '\0';
-    if (len)
-        memcpy(p->data + chan_len + 1, payload, len);
+    p->chan_len = (uint32_t)m->chan_len;
+    p->key_len = (uint32_t)m->key_len;
+    p->payload_len = m->len;
+    memcpy(p->data, m->chan, m->chan_len);
+    p->data[m->chan_len] = '\0';
+    if (m->key_len)
+        memcpy(p->data + m->chan_len + 1, m->key, m->key_len);
+    if (m->len)
+        memcpy(p->data + m->chan_len + 1 + m->key_len, m->payload, m->len);
     return p;
 }
 

@@ -139,20 +139,31 @@ export class Client extends Emitter {
 
     /**
      * Publishes data (a string, sent as UTF-8, or a Uint8Array) to channel. Resolves with
-     * {offset, epoch}; rejects with HeraldError (FORBIDDEN, RATE_LIMITED with retryAfterMs,
-     * FRAME_TOO_LARGE before sending when the frame would exceed max_frame_bytes, ...),
-     * ConnectionLostError (the connection ended first: the publish may or may not have been
-     * done) or RequestTimeoutError. While offline the publish waits for the next connection.
+     * {offset, epoch, duplicate}; rejects with HeraldError (FORBIDDEN, RATE_LIMITED with
+     * retryAfterMs, FRAME_TOO_LARGE before sending when the frame would exceed max_frame_bytes,
+     * OUTCOME_UNKNOWN, ...), ConnectionLostError (the connection ended first: the publish may
+     * or may not have been done) or RequestTimeoutError. While offline the publish waits for
+     * the next connection.
+     *
+     * options.idempotencyKey (a string of at most 64 bytes) makes a retry safe: sent again with
+     * the same key within the server's idempotency window (60 s by default), the publish is
+     * answered with the first one's offset and epoch and duplicate = true, and not published
+     * twice. Retry with the same key after OUTCOME_UNKNOWN, ConnectionLostError or
+     * RequestTimeoutError; without a key such a retry may publish the message twice.
      */
-    publish(channel, data) {
+    publish(channel, data, options = {}) {
         let payload = data;
         if (typeof data === 'string') payload = textEncoder.encode(data);
         else if (data instanceof ArrayBuffer) payload = new Uint8Array(data);
         if (!(payload instanceof Uint8Array))
             throw new TypeError('publish data must be a string or bytes');
-        return this.request('publish', { channel, payload }, (ok) => ({
+        const idempotencyKey = options.idempotencyKey ?? '';
+        if (typeof idempotencyKey !== 'string' || textEncoder.encode(idempotencyKey).length > 64)
+            throw new TypeError('idempotencyKey must be a string of at most 64 bytes');
+        return this.request('publish', { channel, payload, idempotencyKey }, (ok) => ({
             offset: ok.offset,
             epoch: ok.epoch,
+            duplicate: ok.duplicate === true,
         }));
     }
 

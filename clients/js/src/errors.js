@@ -23,6 +23,15 @@ export class HeraldError extends Error {
     get isRetryable() {
         return [ErrorCode.BUSY, ErrorCode.RATE_LIMITED, ErrorCode.INTERNAL].includes(this.code);
     }
+
+    /**
+     * True when the server cannot say whether the request was applied (OUTCOME_UNKNOWN: a
+     * publish handed to Redis that did not answer). Retry a publish only with the same
+     * idempotencyKey, which the server deduplicates; without one a retry may publish twice.
+     */
+    get isOutcomeUnknown() {
+        return this.code === ErrorCode.OUTCOME_UNKNOWN;
+    }
 }
 
 /**

@@ -232,6 +232,11 @@ export default {
             "payload": {
               "type": "bytes",
               "id": 2
+            },
+            "idempotencyKey": {
+              "type": "string",
+              "id": 3,
+              "protoName": "idempotency_key"
             }
           }
         },
@@ -244,6 +249,10 @@ export default {
             "epoch": {
               "type": "string",
               "id": 2
+            },
+            "duplicate": {
+              "type": "bool",
+              "id": 3
             }
           }
         },
@@ -383,7 +392,8 @@ export default {
                 "INTERNAL": 11,
                 "ALREADY_SUBSCRIBED": 12,
                 "NOT_SUPPORTED": 13,
-                "CANCELLED": 14
+                "CANCELLED": 14,
+                "OUTCOME_UNKNOWN": 15
               }
             }
           }

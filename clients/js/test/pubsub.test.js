@@ -107,6 +107,29 @@ test('publish from the client: PublishOk offset, and subscribers (the publisher 
     other.close();
 });
 
+test('a publish retried with its idempotencyKey is answered, not published twice', async () => {
+    const pub = newClient('kim', 'room:*');
+    await connected(pub);
+    const s = pub.subscribe('room:idem');
+    const g = collectPushes(s);
+    await s.ready;
+    const r1 = await pub.publish('room:idem', 'once', { idempotencyKey: 'order-1' });
+    const r2 = await pub.publish('room:idem', 'once', { idempotencyKey: 'order-1' });
+    assert.equal(r1.duplicate, false);
+    assert.equal(r2.duplicate, true);
+    assert.equal(r2.offset, r1.offset);
+    assert.equal(r2.epoch, r1.epoch);
+    const r3 = await pub.publish('room:idem', 'next', { idempotencyKey: 'order-2' });
+    assert.equal(r3.offset, r1.offset + 1);
+    await g.waitFor(2);
+    assert.deepEqual(
+        g.pushes.map((p) => p.text),
+        ['once', 'next'],
+    );
+    assert.throws(() => pub.publish('room:idem', 'x', { idempotencyKey: 'k'.repeat(65) }), TypeError);
+    pub.close();
+});
+
 test('a publish made before the connection is up waits for it', async () => {
     const c = newClient('erin', 'q');
     c.connect();

@@ -77,7 +77,7 @@ test('one binary message per Frame, no length prefix, on /connection with herald
         got.pushes.map((x) => x.text),
         ['hello', 'again'],
     );
-    assert.deepEqual(await c.publish('news', 'hi'), { offset: 1, epoch: PEER_EPOCH });
+    assert.deepEqual(await c.publish('news', 'hi'), { offset: 1, epoch: PEER_EPOCH, duplicate: false });
 
     for (const m of conn.messages) {
         assert.equal(m.isBinary, true);

@@ -206,6 +206,8 @@ typedef struct gw_config_s {
      * token (the names predate Subscribe and PresenceRequest counting). */
     uint32_t publish_rate_per_s; /* default 100 requests/s per connection; 0 = off */
     uint32_t publish_burst;      /* default 200 */
+    uint64_t idempotency_window_ms; /* default 60 s: a Publish key's lifetime */
+    uint32_t idempotency_keys;      /* default 100,000: the memory engine's cap; 0: keys ignored */
     /* Connections that have not authenticated yet (no verified Connect): node-wide and per
      * source address; past either, the oldest such connection (of that address) is closed to
      * make room. The node-wide one is also held to a quarter of the client descriptors. */
@@ -459,7 +461,8 @@ void gw_config_snap_unref(gw_config_snap_t *snap);
  *
  * What applies when (settings marked "reloads on SIGHUP" in --help):
  *   - at once, for every session: max_subscriptions, max_channel_bytes, publish_rate and
- *     publish_burst (at the next request), presence max_inflight (at the next
+ *     publish_burst (at the next request), idempotency_window and idempotency_keys (the
+ *     records made from now on), presence max_inflight (at the next
  *     PresenceRequest), max_unauthenticated and max_unauthenticated_per_address (at the next
  *     accepted connection), presence event_window (from the loop's next window),
  *     output_high_water as the slow-consumer threshold,

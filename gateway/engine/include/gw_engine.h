@@ -46,6 +46,7 @@
 #define HERALD_GATEWAY_ENGINE_GW_ENGINE_H
 
 #include <stdatomic.h>
+#include <errno.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -62,13 +63,40 @@ typedef struct gw_engine_reply_s gw_engine_reply_t;
 /* What a request produced: status 0 or a negative errno (-ENOMEM, -ESHUTDOWN, ...); for a
  * publish the message's offset and epoch; data is the answer of a query (presence: a
  * gw_presence_result_t, online: a gw_online_result_t, online_counts: a gw_online_counts_t),
- * owned by the engine and valid during the callback only. */
+ * owned by the engine and valid during the callback only.
+ *
+ * A publish's status says whether it was applied: 0 applied (is_duplicate: an earlier publish
+ * with the same idempotency key was, and offset/epoch are its; nothing was published again);
+ * GW_ENGINE_OUTCOME_UNKNOWN: the request reached the engine's server but no answer came back
+ * (a stalled or lost Redis), so it may have been applied; any other negative errno: not
+ * applied. */
 typedef struct gw_engine_result_s {
     int status;
+    bool is_duplicate;
     uint64_t offset;
     uint64_t epoch;
     const void *data;
 } gw_engine_result_t;
+
+#define GW_ENGINE_OUTCOME_UNKNOWN (-ETIMEDOUT)
+
+/* The longest idempotency key a publish may carry (bytes). */
+#define GW_ENGINE_KEY_MAX 64
+
+/* A message to publish: payload[0..len) to channel chan[0..chan_len) (already validated),
+ * with the publisher's idempotency key key[0..key_len) (key_len 0: none; at most
+ * GW_ENGINE_KEY_MAX). Within [limits] idempotency_window of a publish that was applied, a
+ * publish to the same channel with the same key is answered with the first one's offset and
+ * epoch (is_duplicate) and not delivered again, on this node and (Redis engine) on every node
+ * sharing the engine. */
+typedef struct gw_engine_msg_s {
+    const char *chan;
+    size_t chan_len;
+    const void *payload;
+    size_t len;
+    const char *key;
+    size_t key_len;
+} gw_engine_msg_t;
 
 /* A request finished. r is the caller's reply record, cookies included. */
 typedef void (*gw_engine_reply_cb)(const gw_engine_reply_t *r, const gw_engine_result_t *res);
@@ -146,6 +174,9 @@ typedef struct gw_engine_stats_s {
     uint64_t history_max_bytes; /* the cap on history_bytes */
     uint64_t history_evicted[GW_HISTORY_EVICT_REASONS];
     uint64_t event_failures; /* join/leave events lost to a failed allocation or post */
+    uint64_t idempotency_keys;       /* publish keys remembered (memory engine) */
+    uint64_t idempotency_duplicates; /* publishes answered from a key's record */
+    uint64_t idempotency_evicted;    /* keys forgotten early at [limits] idempotency_keys */
 } gw_engine_stats_t;
 
 /* A server an engine talks to (the Redis engine's), as the admin console shows it. */
@@ -176,12 +207,11 @@ typedef struct gw_engine_ops_s {
     /* Shared by several nodes: a join or leave on one node may have listeners on another, so
      * events are always published (the node-wide listener count says nothing). */
     bool is_shared;
-    /* Publishes payload[0..len) to channel chan[0..chan_len) (already validated).
-     * Returns: 0 (reply->cb will run once); -ENOMEM; -ESHUTDOWN (the callback will not run).
+    /* Publishes m (copied as needed). Returns: 0 (reply->cb will run once); -ENOMEM;
+     * -ESHUTDOWN (the callback will not run): neither of those was applied.
      * Callbacks: reply->cb may run before this returns when the caller already is where the
      * answer goes (the memory engine: called on the channel's owner loop). */
-    int (*publish)(gw_engine_t *e, const char *chan, size_t chan_len, const void *payload,
-                   size_t len, const gw_engine_reply_t *reply);
+    int (*publish)(gw_engine_t *e, const gw_engine_msg_t *m, const gw_engine_reply_t *reply);
     /* Adds / removes IO loop loop_index to / from the channel's audience. The join's answer is
      * gw_sub_joined on that loop; a leave has none. hash is gw_sub_hash(chan). */
     void (*join)(gw_engine_t *e, uint32_t loop_index, const char *chan, size_t chan_len,
@@ -307,10 +337,10 @@ typedef struct gw_engine_type_s {
     gw_engine_new_cb create;
 } gw_engine_type_t;
 
-static inline int gw_engine_publish(gw_engine_t *e, const char *chan, size_t chan_len,
-                                    const void *payload, size_t len, const gw_engine_reply_t *reply)
+static inline int gw_engine_publish(gw_engine_t *e, const gw_engine_msg_t *m,
+                                    const gw_engine_reply_t *reply)
 {
-    return e->ops->publish(e, chan, chan_len, payload, len, reply);
+    return e->ops->publish(e, m, reply);
 }
 
 static inline void gw_engine_join(gw_engine_t *e, uint32_t loop_index, const char *chan,
@@ -365,17 +395,34 @@ typedef struct gw_engine_pub_s {
     gw_engine_result_t result;
     uint32_t hash;
     uint32_t chan_len;
+    uint32_t key_len;
     size_t payload_len;
-    char data[]; /* channel, NUL, payload */
+    char data[]; /* channel, NUL, key, payload */
 } gw_engine_pub_t;
 
-/* Copies a publish into a request (result zeroed). Returns it, or NULL (ENOMEM). Thread: any. */
-gw_engine_pub_t *gw_engine_pub_new(void *engine, const char *chan, size_t chan_len, uint32_t hash,
-                                   const void *payload, size_t len, const gw_engine_reply_t *reply);
+/* Copies m into a request (result zeroed). Returns it, or NULL (ENOMEM). Thread: any. */
+gw_engine_pub_t *gw_engine_pub_new(void *engine, const gw_engine_msg_t *m, uint32_t hash,
+                                   const gw_engine_reply_t *reply);
+
+static inline const char *gw_engine_pub_key(const gw_engine_pub_t *p)
+{
+    return p->data + p->chan_len + 1;
+}
 
 static inline const char *gw_engine_pub_payload(const gw_engine_pub_t *p)
 {
-    return p->data + p->chan_len + 1;
+    return p->data + p->chan_len + 1 + p->key_len;
+}
+
+/* The request's message, pointing into it. */
+static inline gw_engine_msg_t gw_engine_pub_msg(const gw_engine_pub_t *p)
+{
+    return (gw_engine_msg_t){.chan = p->data,
+                             .chan_len = p->chan_len,
+                             .payload = gw_engine_pub_payload(p),
+                             .len = p->payload_len,
+                             .key = gw_engine_pub_key(p),
+                             .key_len = p->key_len};
 }
 
 /* Runs p's reply callback with its result and frees p (for nl_loop_post). */

@@ -43,6 +43,7 @@
 #include <string.h>
 
 #include "gw_channel.h"
+#include "gw_recent.h"
 #include "gw_presence_mem.h"
 #include "netlib/nl_common.h"
 #include "netlib/nl_log.h"
@@ -70,6 +71,11 @@ typedef struct mem_shard_s {
     uint64_t next_sweep_ns;
     uint64_t listener_channels; /* of tab.count, listener channels (not counted as channels) */
     uint64_t event_failures;    /* events lost to a failed post */
+    /* Idempotency keys of the shard's channels: "channel NUL key" -> (offset, epoch), on the
+     * loop's monotonic clock (ns), for [limits] idempotency_window; at most the shard's share
+     * of idempotency_keys, the oldest going first. */
+    gw_recent_t idem;
+    uint64_t idem_duplicates;
 } mem_shard_t;
 
 /* How often tick ages histories out. */
@@ -150,10 +156,56 @@ static void mem_chan_free(mem_shard_t *sh, mem_chan_t *c)
 
 /* --- publish ------------------------------------------------------------------------------ */
 
+/* On the owner: a publish whose key has a record in its window is answered with the record,
+ * and goes no further. */
+/* "channel NUL key" of msg (a key, at most GW_ENGINE_KEY_MAX bytes) into buf; its length. */
+#define MEM_IDEM_NAME_MAX (GW_CHANNEL_NAME_MAX_LIMIT + 1 + GW_ENGINE_KEY_MAX)
+
+static size_t mem_idem_name(char buf[MEM_IDEM_NAME_MAX], const gw_engine_msg_t *msg)
+{
+    memcpy(buf, msg->chan, msg->chan_len);
+    buf[msg->chan_len] = '\0';
+    memcpy(buf + msg->chan_len + 1, msg->key, msg->key_len);
+    return msg->chan_len + 1 + msg->key_len;
+}
+
+static bool mem_publish_is_duplicate(mem_shard_t *sh, const gw_engine_msg_t *msg,
+                                     gw_engine_result_t *res)
+{
+    if (msg->key_len == 0 || gw_recent_count(&sh->idem) == 0)
+        return false;
+    char name[MEM_IDEM_NAME_MAX];
+    size_t len = mem_idem_name(name, msg);
+    gw_recent_val_t v;
+    if (!gw_recent_get(&sh->idem, name, len, gw_chantab_hash(name, len), nl_now_ns(), &v))
+        return false;
+    res->offset = v.a;
+    res->epoch = v.b;
+    res->status = 0;
+    res->is_duplicate = true;
+    sh->idem_duplicates++;
+    return true;
+}
+
+/* On the owner: an applied publish with a key leaves its record. Without memory for it the
+ * publish stands (it went out) and a retry would go out again: logged. */
+static void mem_publish_remember(mem_shard_t *sh, const gw_engine_msg_t *msg,
+                                 const gw_engine_result_t *res)
+{
+    if (msg->key_len == 0 || sh->idem.max_records == 0 || res->status < 0)
+        return;
+    char name[MEM_IDEM_NAME_MAX];
+    size_t len = mem_idem_name(name, msg);
+    gw_recent_val_t v = {.a = res->offset, .b = res->epoch};
+    int err = gw_recent_put(&sh->idem, name, len, gw_chantab_hash(name, len), &v, nl_now_ns());
+    if (err < 0)
+        NL_LOG(NL_WARN, "idempotency_key_lost", "err=%s", nl_strerror(err));
+}
+
 /* On the owner: assigns the offset and hands the message to the audience. */
-static void mem_publish_here(mem_engine_t *me, gw_fanout_loop_t *fl, const char *chan,
-                             size_t chan_len, uint32_t hash, const void *payload, size_t len,
-                             gw_engine_result_t *res)
+static void mem_publish_apply(mem_engine_t *me, gw_fanout_loop_t *fl, const char *chan,
+                              size_t chan_len, uint32_t hash, const void *payload, size_t len,
+                              gw_engine_result_t *res)
 {
     mem_shard_t *sh = &me->shards[fl->index];
     mem_chan_t *c = mem_find(sh, chan, chan_len, hash);
@@ -190,14 +242,24 @@ static void mem_publish_here(mem_engine_t *me, gw_fanout_loop_t *fl, const char 
     gw_msg_unref(m);
 }
 
+static void mem_publish_here(mem_engine_t *me, gw_fanout_loop_t *fl, const gw_engine_msg_t *msg,
+                             uint32_t hash, gw_engine_result_t *res)
+{
+    mem_shard_t *sh = &me->shards[fl->index];
+    if (mem_publish_is_duplicate(sh, msg, res))
+        return;
+    mem_publish_apply(me, fl, msg->chan, msg->chan_len, hash, msg->payload, msg->len, res);
+    mem_publish_remember(sh, msg, res);
+}
+
 /* On the owner loop: runs the publish, then answers where the publisher asked. */
 static void mem_publish_run(void *arg)
 {
     gw_engine_pub_t *req = arg;
     mem_engine_t *me = req->engine;
     gw_fanout_loop_t *fl = gw_fanout_loop_current();
-    mem_publish_here(me, fl, req->data, req->chan_len, req->hash, gw_engine_pub_payload(req),
-                     req->payload_len, &req->result);
+    gw_engine_msg_t msg = gw_engine_pub_msg(req);
+    mem_publish_here(me, fl, &msg, req->hash, &req->result);
     if (req->reply.loop == NULL || req->reply.loop == fl->loop) {
         gw_engine_pub_reply_run(req);
         return;
@@ -210,23 +272,22 @@ static void mem_publish_run(void *arg)
     }
 }
 
-static int mem_publish(gw_engine_t *e, const char *chan, size_t chan_len, const void *payload,
-                       size_t len, const gw_engine_reply_t *reply)
+static int mem_publish(gw_engine_t *e, const gw_engine_msg_t *msg, const gw_engine_reply_t *reply)
 {
     mem_engine_t *me = (mem_engine_t *)e;
-    uint32_t hash = gw_sub_hash(chan, chan_len);
+    uint32_t hash = gw_sub_hash(msg->chan, msg->chan_len);
     uint32_t owner = mem_owner(me, hash);
     gw_fanout_loop_t *cur = gw_fanout_here(me->hub);
     if (cur && cur->index == owner && (reply->loop == NULL || reply->loop == cur->loop)) {
         /* Already on the owner: no copy, no post; the answer runs before this returns. */
         gw_engine_result_t res = {0};
-        mem_publish_here(me, cur, chan, chan_len, hash, payload, len, &res);
+        mem_publish_here(me, cur, msg, hash, &res);
         reply->cb(reply, &res);
         return 0;
     }
     if (!cur && me->host.ops->is_stopping(me->host.arg))
         return -ESHUTDOWN;
-    gw_engine_pub_t *req = gw_engine_pub_new(me, chan, chan_len, hash, payload, len, reply);
+    gw_engine_pub_t *req = gw_engine_pub_new(me, msg, hash, reply);
     if (!req)
         return -ENOMEM;
     int err = gw_fanout_post(me->hub, owner, mem_publish_run, req);
@@ -490,9 +551,10 @@ static void mem_tick(gw_engine_t *e, uint32_t loop_index)
 {
     mem_engine_t *me = (mem_engine_t *)e;
     mem_shard_t *sh = &me->shards[loop_index];
+    uint64_t now_ns = nl_now_ns();
+    gw_recent_trim(&sh->idem, now_ns);
     if (sh->store.histories == 0)
         return;
-    uint64_t now_ns = nl_now_ns();
     if (now_ns < sh->next_sweep_ns)
         return;
     sh->next_sweep_ns = now_ns + MEM_SWEEP_INTERVAL_NS;
@@ -520,6 +582,8 @@ static void mem_shard_configure(mem_engine_t *me, mem_shard_t *sh, const gw_conf
     /* gw_config_validate parsed the same text already; a failure here leaves no rules. */
     (void)gw_history_rules_parse(cfg->history_rules, &sh->rules, NULL, 0);
     gw_history_store_set_max(&sh->store, cfg->history_max_bytes / me->n_loops);
+    uint32_t keys = (uint32_t)((cfg->idempotency_keys + me->n_loops - 1) / me->n_loops);
+    gw_recent_set_limits(&sh->idem, keys, cfg->idempotency_window_ms * 1000000ull);
 }
 
 static void mem_reconfigure(gw_engine_t *e, uint32_t loop_index, const gw_config_t *cfg)
@@ -565,6 +629,9 @@ static void mem_loop_stats(gw_engine_t *e, uint32_t loop_index, gw_engine_stats_
     for (int r = 0; r < GW_HISTORY_EVICT_REASONS; r++)
         out->history_evicted[r] += sh->store.evicted[r];
     out->event_failures += sh->event_failures;
+    out->idempotency_keys += gw_recent_count(&sh->idem);
+    out->idempotency_duplicates += sh->idem_duplicates;
+    out->idempotency_evicted += sh->idem.evicted;
 }
 
 static bool mem_is_ready(const gw_engine_t *e)
@@ -585,6 +652,7 @@ static void mem_free(gw_engine_t *e)
             free(c);
         }
         gw_chantab_deinit(t);
+        gw_recent_deinit(&me->shards[i].idem);
     }
     free(me->shards);
     gw_presence_mem_free(me->presence);
@@ -626,7 +694,7 @@ int gw_engine_memory_new(gw_engine_t **out, const gw_engine_host_t *host)
     if (!me->shards)
         goto fail;
     for (uint32_t i = 0; i < me->n_loops; i++) {
-        if (gw_chantab_init(&me->shards[i].tab) < 0)
+        if (gw_chantab_init(&me->shards[i].tab) < 0 || gw_recent_init(&me->shards[i].idem, 0, 0) < 0)
             goto fail;
         gw_history_store_init(&me->shards[i].store, 0);
         mem_shard_configure(me, &me->shards[i], host->cfg);

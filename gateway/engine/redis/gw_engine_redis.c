@@ -90,14 +90,12 @@ static void re_run_publish(void *arg)
     free(req);
 }
 
-static int re_publish(gw_engine_t *e, const char *chan, size_t chan_len, const void *payload,
-                      size_t len, const gw_engine_reply_t *reply)
+static int re_publish(gw_engine_t *e, const gw_engine_msg_t *msg, const gw_engine_reply_t *reply)
 {
     redis_engine_t *re = (redis_engine_t *)e;
     if (atomic_load_explicit(&re->is_closed, memory_order_relaxed))
         return -ESHUTDOWN;
-    gw_engine_pub_t *req =
-        gw_engine_pub_new(re, chan, chan_len, gw_sub_hash(chan, chan_len), payload, len, reply);
+    gw_engine_pub_t *req = gw_engine_pub_new(re, msg, gw_sub_hash(msg->chan, msg->chan_len), reply);
     if (!req)
         return -ENOMEM;
     int err = gw_fanout_post_to(re->hub, re->loop, re_run_publish, req);

@@ -504,7 +504,7 @@ static void chan_publish_local(redis_engine_t *re, const char *name, size_t len,
 void re_chan_publish(redis_engine_t *re, const char *name, size_t len, uint32_t hash,
                      const void *payload, size_t plen, const gw_engine_reply_t *reply)
 {
-    pub_cmd_t *cmd = gw_engine_pub_new(re, "", 0, 0, NULL, 0, reply);
+    pub_cmd_t *cmd = gw_engine_pub_new(re, &(gw_engine_msg_t){.chan = ""}, 0, reply);
     if (!cmd) {
         gw_engine_result_t res = {.status = -ENOMEM};
         if (!reply->loop)

@@ -74,7 +74,7 @@ export const serverFrames = [
     [
         'PublishOk',
         '18 08 03 4a 14 08 12 12 10 35 65 31 66 33 61 39 63 30 62 37 64 32 65 34 38',
-        { id: 3, body: 'publishOk', publishOk: { offset: 18, epoch: EPOCH } },
+        { id: 3, body: 'publishOk', publishOk: { offset: 18, epoch: EPOCH, duplicate: false } },
     ],
     [
         'Push',
