@@ -417,7 +417,8 @@ static int out_write(nl_conn_t *c, nl__conn_loop_t *st)
         }
         st->stats.writev_calls++;
         if (n < 0) {
-            int err = -errno;
+            /* A transport returns its error; errno is whatever its last call left there. */
+            int err = c->flags & NL__CONN_TP_WRITE ? (int)n : -errno;
             if (err == -EINTR)
                 continue;
             return err == -EAGAIN ? OUT_FULL : err;

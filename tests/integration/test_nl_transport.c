@@ -19,6 +19,7 @@
  * - a raw peer speaking xt by hand: the bytes on the wire are XORed, data sent with the hello
  *   reaches on_message (has_pending after the handshake), the stalled handshake and shutdown
  *   retry on writability, and "BYE!" precedes the FIN;
+ * - a write error from the transport closes the connection with it (errno is not looked at);
  * - closes while handshaking: a server connection closed by a deadline, one whose peer left,
  *   a client closed mid-handshake (on_retry -ECANCELED once), a client given a bad hello
  *   (on_retry -EPROTO, no retry left): no on_connected, no on_close, free once each.
@@ -56,6 +57,7 @@ typedef struct xt_s {
     bool is_eager;          /* clients: done once the hello is written */
     bool is_stall_hs;       /* the first handshake step answers WANT_WRITE */
     bool is_stall_shutdown; /* the first shutdown answers WANT_WRITE */
+    bool is_fail_writes;    /* writev fails with -EPIPE, leaving EAGAIN in errno */
     size_t read_chunk;      /* at most this many bytes per read op (0: all it has) */
     /* Counters, atomic. */
     uint64_t opens, frees, hs_steps, hs_want_read, hs_want_write, hs_done, hs_failed;
@@ -216,6 +218,10 @@ static ssize_t xt_writev(nl_conn_t *c, void *state, const struct iovec *iov, int
 {
     xs_t *s = state;
     bump(&s->t->writevs);
+    if (s->t->is_fail_writes) {
+        errno = EAGAIN; /* what a transport's last system call may well have left there */
+        return -EPIPE;
+    }
     if (iovcnt == 0) {
         bump(&s->t->own_writevs);
         return 0;
@@ -635,6 +641,51 @@ static void test_nl_transport_raw_peer(void **state)
     assert_int_equal(get(&t.frees), 1);
 }
 
+/* --- a transport's write error ----------------------------------------------------------- */
+
+static int werr_reason;
+
+static void werr_srv_message(nl_conn_t *c, nl_buf_t *in)
+{
+    nl_buf_retrieve_all(in);
+    /* Queued for the iteration's flush, which writes through the transport's writev. */
+    assert_int_equal(nl_conn_send_later(c, "x", 1), 0);
+}
+
+static void werr_srv_close(nl_conn_t *c, int reason)
+{
+    werr_reason = reason;
+    test_env_report_close(c);
+}
+
+static const nl_conn_cbs_t werr_srv_cbs = {.on_message = werr_srv_message,
+                                           .on_close = werr_srv_close};
+
+static bool werr_closed(test_env_t *e)
+{
+    return e->srv_closed == 1;
+}
+
+/* The flush took errno for the transport's error: EAGAIN read as a full socket, and the
+ * connection waited for a writability edge that never came instead of closing. */
+static void test_nl_transport_write_error(void **state)
+{
+    test_env_t *e = *state;
+    xt_t t = {.is_fail_writes = true};
+    e->transport = &xt_transport;
+    e->transport_arg = &t;
+    werr_reason = 0;
+    test_env_serve(e, 0, &werr_srv_cbs, 0);
+    int fd = raw_connect(e);
+    uint8_t out[XT_HELLO + 1] = {'X', 'T', 'C', '1', 0x33, 0, 0, 0, 'a' ^ 0x33};
+    assert_int_equal(send(fd, out, sizeof(out), 0), (ssize_t)sizeof(out));
+    test_env_run_until(e, werr_closed);
+    assert_int_equal(werr_reason, -EPIPE);
+    assert_true(get(&t.writevs) >= 1);
+    close(fd);
+    assert_int_equal(get(&t.frees), 1);
+}
+
 /* --- closes while handshaking ------------------------------------------------------------- */
 
 typedef struct hs_close_s {
@@ -838,6 +889,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_nl_transport_echo, test_env_setup, test_env_teardown),
+        cmocka_unit_test_setup_teardown(test_nl_transport_write_error, test_env_setup,
+                                        test_env_teardown),
         cmocka_unit_test_setup_teardown(test_nl_transport_partial_writes, test_env_setup,
                                         test_env_teardown),
         cmocka_unit_test_setup_teardown(test_nl_transport_raw_peer, test_env_setup,
