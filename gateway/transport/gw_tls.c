@@ -45,7 +45,14 @@ struct gw_tls_conn_s {
     gw_listener_t *l;
     gw_hs_t hs; /* a tls listener's handshake deadline (a wss connection has the ws one) */
     bool is_renegotiating; /* the info callback saw a client ask for a new handshake */
+    /* A write met WANT_WRITE: OpenSSL holds a record made of the first bytes it was given and
+     * refuses a retry shorter than that record ("bad length"). The next write offers at least
+     * this many bytes (0: no record pending). */
+    uint16_t retry_len;
 };
+
+/* The most plaintext one TLS record carries. */
+#define TLS_RECORD_MAX 16384
 
 /* The SSL's index of its gw_tls_conn_t (ex_data), for the info callback. */
 static int tls_conn_index = -1;
@@ -263,25 +270,70 @@ ssize_t gw_tls_conn_read(gw_tls_conn_t *t, void *buf, size_t len)
     }
 }
 
+/* Copies up to cap bytes of iov, from piece i at offset off on, into out. Returns the bytes. */
+static size_t tls_gather(char *out, size_t cap, const struct iovec *iov, int iovcnt, int i,
+                         size_t off)
+{
+    size_t n = 0;
+    for (; i < iovcnt && n < cap; i++, off = 0) {
+        size_t k = iov[i].iov_len - off;
+        if (k > cap - n)
+            k = cap - n;
+        memcpy(out + n, (const char *)iov[i].iov_base + off, k);
+        n += k;
+    }
+    return n;
+}
+
+/*
+ * Two rules of OpenSSL's that netlib's writev contract (nl_transport.h) does not give for free:
+ * - With SSL_MODE_ENABLE_PARTIAL_WRITE an SSL_write_ex that succeeds may have taken one record
+ *   (16 KiB) only, with the socket far from full: so each piece is written until it is all
+ *   taken or OpenSSL says WANT_WRITE. A short count while the socket still had room broke the
+ *   contract (short means full): netlib then waited for a writability edge the kernel never
+ *   sends, and a Push over 32 KiB (or a burst coalesced past that) stalled the connection.
+ * - After WANT_WRITE the retry must offer at least the pending record's bytes. netlib offers the
+ *   same bytes, but not always cut into the same pieces: a write of many small pieces is copied
+ *   into one (nl_conn_out.c's coalescing) or not, depending on what else is queued, so the
+ *   first piece of the retry can be one 100-byte Push where OpenSSL holds a 16 KiB record. The
+ *   retry then failed with "bad length" and the connection hung (seen with a subscriber that
+ *   stopped reading while small and large Pushes were queued). So a first piece shorter than
+ *   retry_len is made up from the pieces after it.
+ */
 ssize_t gw_tls_conn_writev(gw_tls_conn_t *t, const struct iovec *iov, int iovcnt)
 {
     size_t total = 0;
-    for (int i = 0; i < iovcnt; i++) {
-        size_t n = 0;
-        if (iov[i].iov_len == 0)
-            continue;
-        int rc = SSL_write_ex(t->ssl, iov[i].iov_base, iov[i].iov_len, &n);
-        if (rc == 1) {
-            total += n;
-            if (n < iov[i].iov_len)
-                break;
+    int i = 0;
+    size_t off = 0; /* taken of iov[i] */
+    while (i < iovcnt) {
+        const char *p = (const char *)iov[i].iov_base + off;
+        size_t left = iov[i].iov_len - off;
+        if (left == 0) {
+            i++;
+            off = 0;
             continue;
         }
-        int e = SSL_get_error(t->ssl, rc);
-        if (e == SSL_ERROR_WANT_WRITE || e == SSL_ERROR_WANT_READ)
-            return total > 0 ? (ssize_t)total : -EAGAIN;
-        ERR_clear_error();
-        return total > 0 ? (ssize_t)total : -EPIPE;
+        char gathered[TLS_RECORD_MAX];
+        if (left < t->retry_len) {
+            left = tls_gather(gathered, t->retry_len, iov, iovcnt, i, off);
+            p = gathered;
+        }
+        size_t n = 0;
+        int rc = SSL_write_ex(t->ssl, p, left, &n);
+        if (rc != 1) {
+            int e = SSL_get_error(t->ssl, rc);
+            if (e == SSL_ERROR_WANT_WRITE || e == SSL_ERROR_WANT_READ) {
+                t->retry_len = (uint16_t)(left < TLS_RECORD_MAX ? left : TLS_RECORD_MAX);
+                return total > 0 ? (ssize_t)total : -EAGAIN;
+            }
+            ERR_clear_error();
+            return total > 0 ? (ssize_t)total : -EPIPE;
+        }
+        t->retry_len = 0;
+        total += n;
+        /* n may span pieces when they were gathered. */
+        for (off += n; i < iovcnt && off >= iov[i].iov_len; i++)
+            off -= iov[i].iov_len;
     }
     return (ssize_t)total;
 }
