@@ -76,11 +76,15 @@ static void tls_err_text(char *err, size_t err_len, const char *what, const char
 }
 
 /* A client hello after the handshake (TLS 1.2 renegotiation): noted, refused by OpenSSL
- * (SSL_OP_NO_RENEGOTIATION), and the connection closed by the next read. */
+ * (SSL_OP_NO_RENEGOTIATION), and the connection closed by the read that met it. With that
+ * option OpenSSL starts no handshake (no SSL_CB_HANDSHAKE_START): it answers the hello with a
+ * no_renegotiation warning alert and reads on, so the alert it writes is what tells us. A
+ * handshake starting after the first one is caught too, should the option ever be dropped. */
 static void tls_info(const SSL *ssl, int where, int ret)
 {
-    NL_UNUSED(ret);
-    if (!(where & SSL_CB_HANDSHAKE_START) || !SSL_is_init_finished(ssl))
+    bool is_refusal = (where & SSL_CB_WRITE_ALERT) && (ret & 0xff) == SSL_AD_NO_RENEGOTIATION;
+    bool is_restart = (where & SSL_CB_HANDSHAKE_START) && SSL_is_init_finished(ssl);
+    if (!is_refusal && !is_restart)
         return;
     gw_tls_conn_t *t = SSL_get_ex_data(ssl, tls_conn_index);
     if (t)
