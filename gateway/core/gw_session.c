@@ -686,8 +686,11 @@ static void session_on_close(nl_conn_t *c, int reason)
     gw_session_flow_close(lp, s);
     gw_session_offline(lp, s);
     gw_sub_remove_all(&lp->fo.subs, &s->member);
+    /* -ENOBUFS: the transport closed it for output at its hard cap that the client does not
+     * read (a WebSocket ping flood's pongs): a slow consumer, as gw_session_send's. */
     gw_close_reason_t why = s->close_reason != GW_SESSION_NO_REASON ? s->close_reason
                             : reason == 0                           ? GW_CLOSE_PEER
+                            : reason == -ENOBUFS                    ? GW_CLOSE_SLOW_CONSUMER
                                                                     : GW_CLOSE_IO_ERROR;
     lp->stats.closes[why]++;
     if (s->flags & GW_SESSION_IS_AUTHED)

@@ -189,7 +189,11 @@ static void ws_parser_settle(ws_thread_t *t, ws_conn_t *ws, wslay_frame_context_
 /* --- output of its own ------------------------------------------------------------------------ */
 
 /* Queues a control frame (a pong, a close) between the frames already queued. Returns 0, or a
- * negative errno (the output is at its cap: the client does not read). */
+ * negative errno. -ENOBUFS: the output is at its hard cap, so the client sends (a ping flood,
+ * say) and does not read what it is answered; like a session's unread answers (gw_session_send)
+ * that closes the connection at once, with -ENOBUFS, which the session counts as a slow
+ * consumer. Without it the close came from the read's -EPIPE and was counted as an I/O
+ * error. */
 static int ws_send_control(ws_conn_t *ws, uint8_t opcode, const void *payload, size_t len)
 {
     uint8_t frame[2 + 125];
@@ -198,7 +202,10 @@ static int ws_send_control(ws_conn_t *ws, uint8_t opcode, const void *payload, s
     frame[0] = (uint8_t)(0x80 | opcode);
     frame[1] = (uint8_t)len;
     memcpy(frame + 2, payload, len);
-    return nl_conn_send(ws->c, frame, 2 + len);
+    int err = nl_conn_send(ws->c, frame, 2 + len);
+    if (err == -ENOBUFS)
+        nl_conn_close(ws->c, -ENOBUFS);
+    return err;
 }
 
 /* A close frame's payload: the code, then at most 123 bytes of reason. */
