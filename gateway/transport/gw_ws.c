@@ -627,6 +627,19 @@ void gw_ws_set_close(nl_conn_t *c, uint16_t code, const char *reason)
     ws->close_reason = reason;
 }
 
+void gw_ws_close_now(nl_conn_t *c)
+{
+    ws_conn_t *ws = nl_conn_transport_state(c);
+    /* ws->out: the orderly close began writing its frame; another would break the stream. */
+    if (!ws || ws->magic != WS_MAGIC || ws->up || ws->out || (ws->flags & WS_CLOSE_SENT))
+        return;
+    uint8_t payload[125];
+    size_t n = ws_close_payload(payload, ws->close_code ? ws->close_code : GW_WS_CLOSE_NORMAL,
+                                ws->close_reason);
+    if (ws_send_control(ws, WSLAY_CONNECTION_CLOSE, payload, n) == 0)
+        ws->flags |= WS_CLOSE_SENT;
+}
+
 static int ws_shutdown(nl_conn_t *c, void *state)
 {
     NL_UNUSED(c);

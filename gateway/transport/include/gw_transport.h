@@ -100,6 +100,12 @@ size_t gw_ws_header(uint8_t out[GW_WS_HEADER_MAX], size_t payload_len);
  * Nothing for a connection that is not WebSocket. Thread: c's loop. */
 void gw_ws_set_close(nl_conn_t *c, uint16_t code, const char *reason);
 
+/* Sends that close frame now (nl_conn_send), for a connection about to be closed at once with
+ * nl_conn_close, whose orderly close will therefore not run: a node stopped at once still tells
+ * its WebSocket clients why. Nothing if c is not WebSocket, is still in its handshake, or has
+ * sent its close frame already. Thread: c's loop. */
+void gw_ws_close_now(nl_conn_t *c);
+
 /* --- listeners ---------------------------------------------------------------------------- */
 
 typedef enum gw_listener_kind_e {
