@@ -103,6 +103,12 @@ static SSL_CTX *tls_ctx_new(const gw_tls_opts_t *o, char *err, size_t err_len)
     SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS | SSL_MODE_ENABLE_PARTIAL_WRITE |
                               SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
     uint64_t options = SSL_OP_NO_RENEGOTIATION | SSL_OP_CIPHER_SERVER_PREFERENCE;
+#ifdef SSL_OP_IGNORE_UNEXPECTED_EOF
+    /* OpenSSL 3 reports a peer's FIN without close_notify as an error (unexpected EOF), not as
+     * SSL_ERROR_SYSCALL: every client that just closed its socket was counted as an I/O error.
+     * herald's frames carry their length, so a truncation cannot pass for a whole frame. */
+    options |= SSL_OP_IGNORE_UNEXPECTED_EOF;
+#endif
 #ifdef SSL_OP_ENABLE_KTLS
     if (o->is_ktls)
         options |= SSL_OP_ENABLE_KTLS;
@@ -238,8 +244,12 @@ int gw_tls_conn_handshake(gw_tls_conn_t *t, gw_hs_t *hs)
         return NL_TRANSPORT_WANT_READ;
     if (e == SSL_ERROR_WANT_WRITE)
         return NL_TRANSPORT_WANT_WRITE;
-    if (e == SSL_ERROR_SYSCALL && ERR_peek_error() == 0)
-        return -ECONNRESET; /* the peer left: counted as closed by the transport's free */
+    /* The peer left (a FIN reads as ZERO_RETURN with SSL_OP_IGNORE_UNEXPECTED_EOF): counted
+     * as closed by the transport's free, not as a TLS error. */
+    if (e == SSL_ERROR_ZERO_RETURN || (e == SSL_ERROR_SYSCALL && ERR_peek_error() == 0)) {
+        ERR_clear_error();
+        return -ECONNRESET;
+    }
     gw_hs_end(hs, false, tls_fail_reason());
     return -EPROTO;
 }
@@ -265,7 +275,7 @@ ssize_t gw_tls_conn_read(gw_tls_conn_t *t, void *buf, size_t len)
         return 0; /* close_notify */
     case SSL_ERROR_SYSCALL:
         if (ERR_peek_error() == 0)
-            return 0; /* EOF without close_notify: as the end of the stream */
+            return 0; /* EOF without close_notify (OpenSSL 1.1): as the end of the stream */
         ERR_clear_error();
         return -EIO;
     default:
