@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs whatever herald needs from Debian's packages and is not yet installed, then the
-# npm packages of the JavaScript client (clients/js) and the browser tests (tests/browser), each
-# pinned by its package-lock.json and installed with npm ci.
+# npm packages of the JavaScript client (clients/js), the browser tests (tests/browser) and the
+# WebSocket/TLS tests (tests/ws), each pinned by its package-lock.json and installed with npm ci.
 # Idempotent and silent when everything is present. Usage: scripts/install-deps.sh
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -51,7 +51,7 @@ fi
 # Each npm package exactly as its package-lock.json pins it. npm writes
 # node_modules/.package-lock.json on every install: when it is missing or older than the lock
 # file (a fresh clone, a changed lock), install again.
-for dir in clients/js tests/browser; do
+for dir in clients/js tests/browser tests/ws; do
     pkg="$here/$dir"
     if [ -f "$pkg/package-lock.json" ] &&
         { [ ! -f "$pkg/node_modules/.package-lock.json" ] ||
