@@ -1,0 +1,138 @@
+// Certificate rotation on SIGHUP against a real herald: the files are replaced in place (a new
+// file renamed over the old, as a rotation does), herald reads them again, new handshakes get
+// the new certificate (serial and subject checked with s_client and node:tls), connections
+// made before carry on over TCP+TLS and wss; a broken certificate or a key that does not
+// match is refused with ev=tls_reload_failed and the certificate before stays.
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { copyFileSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { startHerald, token } from './lib/herald.js';
+import { frameOf, streamClient, wsClient } from './lib/clients.js';
+import { makePki, peerCert, replaceFile, sClient } from './lib/tls.js';
+
+let pki;
+let h;
+let files; // the paths herald was given
+let trust;
+const certs = {};
+
+before(async () => {
+    pki = makePki();
+    for (const [name, serial] of [
+        ['herald-a', 'A001'],
+        ['herald-b', 'B002'],
+        ['herald-c', 'C003'],
+    ])
+        certs[name] = { ...pki.issue(name, serial), serial };
+    files = { cert: join(pki.dir, 'server.pem'), key: join(pki.dir, 'server.key') };
+    copyFileSync(certs['herald-a'].cert, files.cert);
+    copyFileSync(certs['herald-a'].key, files.key);
+    trust = { ca: readFileSync(pki.ca), servername: 'localhost' };
+    h = await startHerald({ tls: files });
+});
+after(async () => {
+    assert.deepEqual(await h.stop(), { code: 0, signal: null });
+    pki.cleanup();
+});
+
+/** SIGHUP, then the log line it leads to (ev=tls_reloaded or ev=tls_reload_failed). */
+async function reload() {
+    const from = h.log().length;
+    h.signal('SIGHUP');
+    const m = await h.waitLog(/ev=(tls_reloaded|tls_reload_failed)[^\n]*/, { from });
+    return m[0];
+}
+
+/** The certificate a new handshake gets, as s_client and as node:tls see it. */
+async function served(port) {
+    const r = await sClient(port, ['-CAfile', pki.ca, '-servername', 'localhost']);
+    const s = await streamClient(port, { tls: trust });
+    const serial = s.sock.getPeerCertificate().serialNumber;
+    s.close();
+    return { ...peerCert(r.out), node: serial };
+}
+
+/** A session on each listener, subscribed to "rot", made now. */
+async function sessions(tag) {
+    const t = await streamClient(h.port, { tls: trust });
+    assert.equal((await t.request(1, 'connect', { token: token(`t-${tag}`) })).body, 'connectOk');
+    assert.equal((await t.request(2, 'subscribe', { channel: 'rot' })).body, 'subscribeOk');
+    const w = await wsClient(h.wsPort, { tls: trust });
+    assert.equal((await w.request(1, 'connect', { token: token(`w-${tag}`) })).body, 'connectOk');
+    assert.equal((await w.request(2, 'subscribe', { channel: 'rot' })).body, 'subscribeOk');
+    return [t, w];
+}
+
+/** Every session still answers and gets a Push published now. */
+async function stillWorking(list, payload) {
+    await h.publish('rot', payload);
+    let id = 100;
+    for (const c of list) {
+        const push = await c.inbox.next(frameOf('push'));
+        assert.equal(Buffer.from(push.push.payload).toString(), payload);
+        assert.equal((await c.request(++id, 'ping', {})).body, 'pong');
+    }
+}
+
+test('SIGHUP rotates the certificate without dropping a connection', async () => {
+    assert.deepEqual(await served(h.port), {
+        serial: 'A001',
+        subject: 'CN = herald-a',
+        node: 'A001',
+    });
+    const old = await sessions('a');
+    const oldSerial = old[0].sock.getPeerCertificate().serialNumber;
+    assert.equal(oldSerial, 'A001');
+
+    replaceFile(files.cert, readFileSync(certs['herald-b'].cert));
+    replaceFile(files.key, readFileSync(certs['herald-b'].key));
+    assert.match(await reload(), /ev=tls_reloaded cert=/);
+    for (const port of [h.port, h.wsPort])
+        assert.deepEqual(await served(port), {
+            serial: 'B002',
+            subject: 'CN = herald-b',
+            node: 'B002',
+        });
+    await stillWorking(old, 'after the rotation');
+    const mid = await sessions('b');
+
+    // A broken certificate file: refused, the running one stays.
+    replaceFile(files.cert, '-----BEGIN CERTIFICATE-----\nbroken\n-----END CERTIFICATE-----\n');
+    assert.match(await reload(), /ev=tls_reload_failed msg=".*certificate/);
+    assert.equal((await served(h.port)).serial, 'B002');
+
+    // A certificate with another certificate's key: refused too.
+    replaceFile(files.cert, readFileSync(certs['herald-c'].cert));
+    assert.match(await reload(), /ev=tls_reload_failed msg=".*(mismatch|does not match)/);
+    assert.equal((await served(h.wsPort)).serial, 'B002');
+
+    // An empty key file (a rotation caught half-way).
+    replaceFile(files.key, '');
+    assert.match(await reload(), /ev=tls_reload_failed/);
+    assert.equal((await served(h.port)).serial, 'B002');
+
+    // Both files right again: the next certificate.
+    replaceFile(files.key, readFileSync(certs['herald-c'].key));
+    assert.match(await reload(), /ev=tls_reloaded/);
+    assert.equal((await served(h.port)).serial, 'C003');
+    await stillWorking([...old, ...mid], 'after four reloads');
+    for (const c of [...old, ...mid]) c.ws ? c.ws.terminate() : c.close();
+    assert.equal(await h.metric('herald_closed_total', { reason: 'io_error' }), 0);
+});
+
+test('a rotation while handshakes are in flight: each gets one whole certificate', async () => {
+    // Handshakes started before and after the reload, all completing.
+    replaceFile(files.cert, readFileSync(certs['herald-a'].cert));
+    replaceFile(files.key, readFileSync(certs['herald-a'].key));
+    const pending = [];
+    for (let i = 0; i < 20; i++) pending.push(streamClient(h.port, { tls: trust }));
+    const line = reload();
+    for (let i = 0; i < 20; i++) pending.push(streamClient(h.port, { tls: trust }));
+    assert.match(await line, /ev=tls_reloaded/);
+    const all = await Promise.all(pending);
+    const serials = new Set(all.map((s) => s.sock.getPeerCertificate().serialNumber));
+    for (const s of serials) assert.ok(['A001', 'C003'].includes(s), s);
+    for (const s of all) s.close();
+    assert.equal((await served(h.port)).serial, 'A001');
+});
