@@ -256,11 +256,24 @@ static int ws_deliver(nl_buf_t *in, const void *payload, size_t len)
     return 0;
 }
 
+/* The largest message this connection may send: the listener's limit, but never more than
+ * its input buffer holds. A reload that raises max_frame raises the listener's limit at once,
+ * while a connection accepted before keeps the input cap it was made with (and was told the
+ * frame limit of then): measured against the new limit it never had room for a message, so
+ * parsing stopped for good and every WebSocket connection open at the reload hung. */
+static uint64_t ws_max_message(const ws_conn_t *ws, const nl_buf_t *in)
+{
+    uint64_t max = atomic_load_explicit(&ws->l->max_message_bytes, memory_order_relaxed);
+    uint64_t fits =
+        in->max_bytes > PROTO_VARINT_MAX_BYTES ? in->max_bytes - PROTO_VARINT_MAX_BYTES : 0;
+    return max < fits ? max : fits;
+}
+
 /* Whether the session's input has room for a message of the largest size. */
 static bool ws_has_room(const ws_conn_t *ws, const nl_buf_t *in)
 {
-    uint64_t max = atomic_load_explicit(&ws->l->max_message_bytes, memory_order_relaxed);
-    return (uint64_t)nl_buf_readable(in) + max + PROTO_VARINT_MAX_BYTES <= in->max_bytes;
+    return (uint64_t)nl_buf_readable(in) + ws_max_message(ws, in) + PROTO_VARINT_MAX_BYTES <=
+           in->max_bytes;
 }
 
 /* A control frame is complete (payload in p[0..len)). Returns 1 to go on, or 0 when the
@@ -288,7 +301,7 @@ static ssize_t ws_control(ws_conn_t *ws, uint8_t opcode, const uint8_t *p, size_
  * the read returns (a protocol error closes). */
 static ssize_t ws_frame_start(ws_conn_t *ws, const struct wslay_frame_iocb *io, nl_buf_t *in)
 {
-    uint64_t max = atomic_load_explicit(&ws->l->max_message_bytes, memory_order_relaxed);
+    uint64_t max = ws_max_message(ws, in);
     if (!io->mask)
         return ws_fail(ws, GW_WS_ERR_PROTOCOL, GW_WS_CLOSE_PROTOCOL_ERROR, "unmasked frame");
     if (io->rsv)

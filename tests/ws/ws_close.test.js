@@ -4,6 +4,9 @@
 // (herald_ws_protocol_errors_total{listener="ws",error}).
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { startHerald, token } from './lib/herald.js';
 import { DisconnectCode, encode } from './lib/frames.js';
 import { closePayload, frameOf, RawWs, wsClient, wsFrame } from './lib/clients.js';
@@ -246,5 +249,49 @@ describe('drain', () => {
             assert.equal(closed.reason, disc.disconnect.reason);
         }
         assert.deepEqual(await exited, { code: 0, signal: null });
+    });
+});
+
+describe('reload', () => {
+    test('SIGHUP raising max_frame: open connections go on at their limit, new ones get the new', async () => {
+        const dir = mkdtempSync(join(tmpdir(), 'herald-ws-reload-'));
+        const conf = join(dir, 'herald.conf');
+        writeFileSync(conf, '[limits]\nmax_frame = 1KiB\n');
+        const d = await startHerald({ args: ['--config', conf] });
+        try {
+            const old = [];
+            for (let i = 0; i < 2; i++) {
+                const c = await wsClient(d.wsPort);
+                const ok = await c.request(1, 'connect', { token: token(`old${i}`) });
+                assert.equal(ok.connectOk.maxFrameBytes, 1024);
+                old.push(c);
+            }
+            writeFileSync(conf, '[limits]\nmax_frame = 64KiB\n');
+            const from = d.log().length;
+            d.signal('SIGHUP');
+            await d.waitLog(/ev=reload_done/, { from });
+            // Before the fix no connection open at the reload read another message.
+            assert.equal((await old[0].request(2, 'ping', {})).body, 'pong');
+            const small = Buffer.alloc(900);
+            const ok = await old[0].request(3, 'publish', { channel: 'r', payload: small });
+            assert.equal(ok.body, 'publishOk');
+            // What it was told still holds for it: a 2 KB message is over its limit.
+            old[1].send(2, 'publish', { channel: 'r', payload: Buffer.alloc(2000) });
+            assert.equal((await old[1].closed).code, 1009);
+            const c = await wsClient(d.wsPort);
+            const fresh = await c.request(1, 'connect', { token: token('new') });
+            assert.equal(fresh.connectOk.maxFrameBytes, 65536);
+            const big = await c.request(2, 'publish', {
+                channel: 'r',
+                payload: Buffer.alloc(30000),
+            });
+            assert.equal(big.body, 'publishOk');
+            old[0].ws.close();
+            c.ws.close();
+            await Promise.all([old[0].closed, c.closed]);
+        } finally {
+            assert.deepEqual(await d.stop(), { code: 0, signal: null });
+            rmSync(dir, { recursive: true, force: true });
+        }
     });
 });
