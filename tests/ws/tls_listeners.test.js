@@ -53,7 +53,13 @@ describe('openssl s_client', () => {
                 ]);
                 assert.match(r.out, /Verify return code: 0 \(ok\)/, r.out);
                 const want = version === '-tls1_3' ? 'TLSv1.3' : 'TLSv1.2';
-                assert.match(r.out, new RegExp(`Protocol\\s*: ${want.replace('.', '\\.')}`), r.out);
+                // The handshake's summary line (the SSL-Session block comes with TLS 1.3's
+                // tickets, which s_client may leave before it reads).
+                assert.match(
+                    r.out,
+                    new RegExp(`New, ${want.replace('.', '\\.')}, Cipher is`),
+                    r.out,
+                );
                 assert.deepEqual(peerCert(r.out), {
                     serial: '1001',
                     subject: 'CN = herald-server',
@@ -114,6 +120,42 @@ describe('openssl s_client', () => {
             before + 1,
         );
     });
+
+    for (const cmd of ['k', 'K']) {
+        test(`TLS 1.3 key update mid-session (s_client ${cmd}): the session goes on`, async () => {
+            // A herald session typed into s_client: Connect, then the key update command on a
+            // line of its own (K also asks herald to update its keys), then a Ping.
+            const connect = delimited(encode(1, 'connect', { token: token('ku-user-8') }));
+            const ping = delimited(encode(7, 'ping', {}));
+            const pong = delimited(encode(7, 'pong', {})).toString('latin1');
+            const r = await sClient(h.port, ['-tls1_3', '-CAfile', pki.ca], {
+                input: (child) => {
+                    child.stdin.write(connect);
+                    let out = '';
+                    let step = 0;
+                    const onData = (d) => {
+                        out += d;
+                        if (step === 0 && out.includes('ku-user-8')) {
+                            step = 1; // ConnectOk (it names the user)
+                            child.stdin.write(`${cmd}\n`);
+                        } else if (step === 1 && out.includes('KEYUPDATE')) {
+                            step = 2;
+                            child.stdin.write(ping);
+                        } else if (step === 2 && out.includes(pong)) {
+                            step = 3;
+                            child.stdin.end();
+                        }
+                    };
+                    // Frames come on stdout, s_client's KEYUPDATE on stderr.
+                    child.stdout.on('data', onData);
+                    child.stderr.on('data', onData);
+                },
+            });
+            assert.match(r.out, /KEYUPDATE/);
+            assert.ok(r.out.includes(pong), 'the Ping after the key update is answered');
+            assert.equal(r.code, 0);
+        });
+    }
 
     test('renegotiation on the wss listener too', async () => {
         const before = await h.metric('herald_tls_renegotiations_total', { listener: 'ws' });
