@@ -10,7 +10,7 @@ import tls from 'node:tls';
 import { readFileSync } from 'node:fs';
 import { startHerald, token, sample } from './lib/herald.js';
 import { delimited, encode } from './lib/frames.js';
-import { frameOf, streamClient, wsClient } from './lib/clients.js';
+import { frameOf, RawWs, streamClient, upgradeRequest, wsClient, wsFrame } from './lib/clients.js';
 import { makePki, peerCert, sClient } from './lib/tls.js';
 
 let pki;
@@ -216,6 +216,41 @@ describe('herald sessions over TLS', () => {
         assert.equal((await t.inbox.next()).body, 'connectOk');
         for (let i = 0; i < 50; i++) assert.equal((await t.inbox.next()).id, 2 + i);
         t.close();
+    });
+
+    test("wss: frames in the upgrade request's TLS write, then 150 KB of Publishes in one", async () => {
+        const c = new RawWs(h.wsPort, { tls: trust });
+        const extra = Buffer.concat([
+            wsFrame({ payload: encode(1, 'connect', { token: token('burst') }) }),
+            wsFrame({ payload: encode(2, 'subscribe', { channel: 'burst' }) }),
+        ]);
+        assert.equal((await c.connect({ request: upgradeRequest(), extra })).status, 101);
+        assert.equal((await c.inbox.next()).body, 'connectOk');
+        assert.equal((await c.inbox.next()).body, 'subscribeOk');
+        // Many TLS records, more than the session's input holds at once (64 KiB + a little):
+        // parsing stops for room and goes on as the session takes the frames.
+        const frames = [];
+        for (let i = 0; i < 150; i++) {
+            const payload = Buffer.alloc(1000, i);
+            frames.push(
+                wsFrame({ payload: encode(10 + i, 'publish', { channel: 'burst', payload }) }),
+            );
+        }
+        await c.write(Buffer.concat(frames));
+        const oks = new Set();
+        const pushes = [];
+        while (oks.size < 150 || pushes.length < 150) {
+            const f = await c.inbox.next();
+            if (f.body === 'publishOk') oks.add(f.id);
+            else if (f.body === 'push') pushes.push(f.push.offset);
+            else assert.fail(`unexpected ${f.body}: ${JSON.stringify(f)}`);
+        }
+        assert.equal(oks.size, 150);
+        assert.deepEqual(
+            pushes,
+            Array.from({ length: 150 }, (_, i) => i + 1),
+        );
+        c.close();
     });
 
     test('SIGTERM drain over wss: Disconnect SHUTDOWN, close 4005, close_notify', async () => {
