@@ -820,14 +820,14 @@ static void session_close_one(nl_wheel_entry_t *e, void *arg)
         session_send_disconnect(lp, s, HERALD__DISCONNECT__CODE__SHUTDOWN, "node shutting down",
                                 true);
         s->close_reason = GW_CLOSE_SHUTDOWN;
-        if (s->flags & GW_SESSION_IS_WS)
+        if (s->member.flags & GW_SUB_SET_WS)
             gw_ws_set_close(s->member.conn,
                             GW_WS_CLOSE_HERALD_BASE + HERALD__DISCONNECT__CODE__SHUTDOWN,
                             "node shutting down");
     }
     /* The forced close skips the orderly one, which sends a WebSocket client its close frame:
      * send it here, behind the Disconnect (the client saw 1006, no close frame, before). */
-    if (s->flags & GW_SESSION_IS_WS)
+    if (s->member.flags & GW_SUB_SET_WS)
         gw_ws_close_now(s->member.conn);
     nl_conn_close(s->member.conn, 0);
 }
