@@ -529,13 +529,14 @@ int gw_node_listen(gw_node_t *node)
         NL_LOG(NL_WARN, "insecure_mode",
                "msg=\"tokens are NOT verified: any client may connect as any user; demos and "
                "tests only\"");
+    /* admin_port right behind port: scripts read the two together (lg_herald.sh). */
     char parts[128] = "";
     size_t used = 0;
-    if (node->ws_port)
-        used += (size_t)snprintf(parts, sizeof(parts), " ws_port=%u", node->ws_port);
     for (uint32_t i = 0; i < node->n_parts && used < sizeof(parts); i++)
         used += (size_t)snprintf(parts + used, sizeof(parts) - used, " %s=%u",
                                  node->parts[i].port_key, node->parts[i].port);
+    if (node->ws_port && used < sizeof(parts))
+        (void)snprintf(parts + used, sizeof(parts) - used, " ws_port=%u", node->ws_port);
     NL_LOG(NL_INFO, "listening", "port=%u%s io_threads=%u pinned=%s engine=%s node=%s tls=%s",
            node->port, parts, node->n_loops, node_loop_cpu(node, 0) >= 0 ? "yes" : "no",
            node->engine->ops->name, node->node_id, node->tls ? "on" : "off");

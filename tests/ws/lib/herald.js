@@ -97,12 +97,12 @@ export async function startHerald({ args = [], ws = true, tls = null, ioThreads 
         });
     }
 
-    const m = await waitLog(/ev=listening port=(\d+)(?: ws_port=(\d+))? admin_port=(\d+)/);
+    const m = await waitLog(/ev=listening port=(\d+) admin_port=(\d+)(?: ws_port=(\d+))?/);
     const h = {
         pid: child.pid,
         port: Number(m[1]),
-        wsPort: m[2] ? Number(m[2]) : 0,
-        adminPort: Number(m[3]),
+        wsPort: m[3] ? Number(m[3]) : 0,
+        adminPort: Number(m[2]),
         exited,
         log: () => log,
         waitLog,
