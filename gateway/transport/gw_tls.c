@@ -4,16 +4,26 @@
  *
  * One SSL per connection, on its socket (SSL_set_fd): OpenSSL reads and writes the fd itself,
  * non-blocking, and says WANT_READ / WANT_WRITE, which netlib turns into fd interest.
- *   - Memory: SSL_MODE_RELEASE_BUFFERS frees the record buffers (about 34 KiB) whenever they
- *     are empty, so an idle connection holds the SSL object and its keys only. The server's
- *     session cache is off: TLS 1.3 resumes from stateless tickets, which cost no memory here.
+ *   - Memory: no SSL exists until the client's first TLS record is in the socket whole (a
+ *     peek at its header, FIONREAD for the rest): SSL_new and the first SSL_do_handshake cost
+ *     about 43 KiB (the SSL, the handshake's message buffer, the read buffer), held until the
+ *     handshake ends, so a client that connects and sends nothing, or a byte or a part of a
+ *     record, costs this struct and its deadline timer only (measured: tests/ws/idle_rss.js).
+ *     After the handshake SSL_MODE_RELEASE_BUFFERS frees the record buffers (about 34 KiB)
+ *     whenever they are empty, and OpenSSL frees the handshake's buffers itself: an idle
+ *     connection holds about 14 KB of OpenSSL 3.0 state that no API releases (the SSL struct
+ *     7.6 KB, two AES-GCM contexts, the session, a copy of the CERT, the transcript digests,
+ *     the key shares). SSL_free_buffers after the handshake was measured to free nothing more.
+ *     The server's session cache is off: TLS 1.3 resumes from stateless tickets, which cost no
+ *     memory here.
  *   - Renegotiation (TLS 1.2) is refused (SSL_OP_NO_RENEGOTIATION); a client that asks is
  *     counted and closed, so it cannot make the server do handshake work on a live connection.
  *   - Kernel TLS: with is_ktls and a kernel that offers it, OpenSSL installs the keys in the
  *     kernel after the handshake; when it did for sending, netlib writes to the fd directly
  *     again (and in io_uring batches), the kernel encrypting. Reads stay with SSL_read.
  *   - Rotation: the context is swapped under a mutex; a handshake takes a reference to the
- *     current one (SSL_new), so connections made with the old certificate keep theirs.
+ *     current one (SSL_new, at the client's first record), so connections made with the old
+ *     certificate keep theirs.
  */
 #include "gw_transport.h"
 
@@ -22,6 +32,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 #include <netinet/in.h>
@@ -41,8 +53,9 @@ struct gw_tls_s {
 
 struct gw_tls_conn_s {
     uint16_t magic; /* not a WebSocket state (gw_ws.c's WS_MAGIC) */
-    SSL *ssl;
+    SSL *ssl;       /* NULL until the client's first record is in (tls_conn_begin) */
     gw_listener_t *l;
+    int fd;
     gw_hs_t hs; /* a tls listener's handshake deadline (a wss connection has the ws one) */
     bool is_renegotiating; /* the info callback saw a client ask for a new handshake */
     /* A write met WANT_WRITE: OpenSSL holds a record made of the first bytes it was given and
@@ -53,6 +66,13 @@ struct gw_tls_conn_s {
 
 /* The most plaintext one TLS record carries. */
 #define TLS_RECORD_MAX 16384
+
+/* A TLS record's header: type, version (2 bytes), length (2 bytes). */
+#define TLS_HEADER_LEN 5
+#define TLS_TYPE_HANDSHAKE 22
+/* The longest record OpenSSL takes (16 KiB of plaintext and the most a cipher adds): a header
+ * claiming more is not waited for, OpenSSL refuses it at once. */
+#define TLS_RECORD_WIRE_MAX (TLS_RECORD_MAX + 2048)
 
 /* The SSL's index of its gw_tls_conn_t (ex_data), for the info callback. */
 static int tls_conn_index = -1;
@@ -199,18 +219,68 @@ gw_tls_conn_t *gw_tls_conn_new(gw_listener_t *l, nl_conn_t *c)
     if (!t)
         return NULL;
     t->l = l;
-    pthread_mutex_lock(&l->tls->mu);
-    t->ssl = SSL_new(l->tls->ctx);
-    pthread_mutex_unlock(&l->tls->mu);
-    if (!t->ssl || SSL_set_fd(t->ssl, nl_conn_fd(c)) != 1) {
+    t->fd = nl_conn_fd(c);
+    return t;
+}
+
+/* The SSL, made when the client's first record is in. Returns 0 or -ENOMEM. */
+static int tls_conn_begin(gw_tls_conn_t *t)
+{
+    pthread_mutex_lock(&t->l->tls->mu);
+    t->ssl = SSL_new(t->l->tls->ctx);
+    pthread_mutex_unlock(&t->l->tls->mu);
+    if (!t->ssl || SSL_set_fd(t->ssl, t->fd) != 1) {
         ERR_clear_error();
         SSL_free(t->ssl);
-        free(t);
-        return NULL;
+        t->ssl = NULL;
+        return -ENOMEM;
     }
     SSL_set_ex_data(t->ssl, tls_conn_index, t);
     SSL_set_accept_state(t->ssl);
-    return t;
+    return 0;
+}
+
+/*
+ * Whether the client's first record is in the socket whole, read without taking it (the
+ * bytes stay for OpenSSL). Returns 1 when it is (or when what came is no TLS handshake record
+ * at all: OpenSSL refuses it and counts why), 0 to wait for more bytes, -ECONNRESET when the
+ * client left first, -errno.
+ *
+ * Waiting costs no memory, while an SSL that has begun its handshake holds ~43 KiB until it
+ * ends (or the deadline): a client that sends nothing, or one byte, or part of a record,
+ * would make the server hold that for as long as the connect timeout. Waiting for a whole
+ * record rather than a first byte makes a stalled client send a record (~200 bytes to 16 KiB)
+ * to cost us the handshake's memory. The connection is edge-triggered: a wait ends with the
+ * next bytes (or the FIN), each of which raises a new edge.
+ */
+static int tls_first_record(int fd)
+{
+    uint8_t head[TLS_HEADER_LEN];
+    ssize_t n;
+    do {
+        n = recv(fd, head, sizeof(head), MSG_PEEK | MSG_DONTWAIT);
+    } while (n < 0 && errno == EINTR);
+    if (n < 0) {
+        int err = -errno;
+        return err == -EAGAIN || err == -EWOULDBLOCK ? 0 : err;
+    }
+    if (n == 0)
+        return -ECONNRESET; /* left without a byte: counted as closed */
+    if (head[0] != TLS_TYPE_HANDSHAKE)
+        return 1; /* plain text, say: OpenSSL tells what it is from the first bytes */
+    int queued = 0;
+    if (n == TLS_HEADER_LEN) {
+        size_t len = (size_t)head[3] << 8 | head[4];
+        if (len > TLS_RECORD_WIRE_MAX || ioctl(fd, FIONREAD, &queued) != 0 ||
+            (size_t)queued >= TLS_HEADER_LEN + len)
+            return 1;
+    }
+    /* Part of a record: wait, unless the client shut its side (the bytes it sent are all it
+     * will: then it left, as an empty stream would). */
+    struct pollfd p = {.fd = fd, .events = POLLRDHUP};
+    if (poll(&p, 1, 0) == 1 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)))
+        return -ECONNRESET;
+    return 0;
 }
 
 void gw_tls_conn_free(gw_tls_conn_t *t)
@@ -236,6 +306,13 @@ static gw_hs_fail_t tls_fail_reason(void)
 
 int gw_tls_conn_handshake(gw_tls_conn_t *t, gw_hs_t *hs)
 {
+    if (!t->ssl) {
+        int go = tls_first_record(t->fd);
+        if (go <= 0)
+            return go == 0 ? NL_TRANSPORT_WANT_READ : go;
+        if (tls_conn_begin(t) < 0)
+            return -ENOMEM;
+    }
     int rc = SSL_do_handshake(t->ssl);
     if (rc == 1)
         return NL_TRANSPORT_DONE;
@@ -354,12 +431,12 @@ ssize_t gw_tls_conn_writev(gw_tls_conn_t *t, const struct iovec *iov, int iovcnt
 
 bool gw_tls_conn_has_pending(const gw_tls_conn_t *t)
 {
-    return SSL_pending(t->ssl) > 0;
+    return t->ssl && SSL_pending(t->ssl) > 0;
 }
 
 int gw_tls_conn_shutdown(gw_tls_conn_t *t)
 {
-    if (!SSL_is_init_finished(t->ssl))
+    if (!t->ssl || !SSL_is_init_finished(t->ssl))
         return NL_TRANSPORT_DONE;
     int rc = SSL_shutdown(t->ssl);
     if (rc >= 0)

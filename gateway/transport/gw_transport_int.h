@@ -80,7 +80,8 @@ void gw_hs_free(gw_hs_t *hs);
 
 typedef struct gw_tls_conn_s gw_tls_conn_t;
 
-/* A connection's TLS state, in server mode, on c's socket. Returns NULL on ENOMEM. */
+/* A connection's TLS state, in server mode, on c's socket: no SSL yet (the handshake makes it
+ * once the client's first record is in, see gw_tls.c). Returns NULL on ENOMEM. */
 gw_tls_conn_t *gw_tls_conn_new(gw_listener_t *l, nl_conn_t *c);
 void gw_tls_conn_free(gw_tls_conn_t *t);
 
