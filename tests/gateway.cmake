@@ -39,6 +39,8 @@ if(TARGET gw_core)
     gw_test_inside(test_gw_metrics admin)
     herald_unit(test_gw_http LIBS gw_admin LABELS unit threaded TIMEOUT 60)
     gw_test_inside(test_gw_http admin)
+    herald_unit(test_gw_ws_upgrade LIBS gw_transport LABELS unit websocket)
+    gw_test_inside(test_gw_ws_upgrade transport)
 endif()
 
 # Fuzz targets for what clients and operators hand the gateway: tokens, channel names, the

@@ -121,14 +121,15 @@ typedef struct gw_ws_upgrade_s gw_ws_upgrade_t;
 gw_ws_upgrade_t *gw_ws_upgrade_new(void);
 void gw_ws_upgrade_free(gw_ws_upgrade_t *u);
 
-/* Where the request's bytes go: up to *cap bytes at the returned address (0: the header cap
- * is reached). */
-char *gw_ws_upgrade_space(gw_ws_upgrade_t *u, size_t *cap);
+/* How many more bytes the request may have (the header cap less what came); read at most
+ * that many before gw_ws_upgrade_feed. */
+size_t gw_ws_upgrade_room(const gw_ws_upgrade_t *u);
 
-/* n bytes were read into the space. Returns: 0 while the request is incomplete; 1 when it is
- * complete and acceptable (the 101 response is ready: gw_ws_upgrade_response); a
- * gw_hs_fail_t + 2 when it must be refused (the HTTP error response is ready). */
-int gw_ws_upgrade_feed(gw_ws_upgrade_t *u, size_t n, const gw_listener_t *l);
+/* n more bytes of the request (n <= gw_ws_upgrade_room), copied. Returns: 0 while the request
+ * is incomplete; 1 when it is complete and acceptable (the 101 response is ready:
+ * gw_ws_upgrade_response); a gw_hs_fail_t + 2 when it must be refused (the HTTP error
+ * response is ready); -ENOMEM. */
+int gw_ws_upgrade_feed(gw_ws_upgrade_t *u, const void *bytes, size_t n, const gw_listener_t *l);
 
 /* The response to write: *len bytes; gw_ws_upgrade_wrote takes off what went out. */
 const char *gw_ws_upgrade_response(const gw_ws_upgrade_t *u, size_t *len);

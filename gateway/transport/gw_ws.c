@@ -19,7 +19,10 @@
  * finished, and when they are equal the context holds nothing of the connection and goes
  * back to the thread. An idle connection holds this struct only; raw bytes not parsed yet
  * (the rest of a read that stopped because the session's input was full) sit in a buffer
- * that has storage only while it has bytes.
+ * that has storage only while it has bytes. In its opening handshake a connection holds the
+ * upgrade, whose buffer is as large as what the client sent (gw_ws_upgrade.c), and over TLS
+ * gw_tls's state, which has no SSL before the client's first record: one that connects and
+ * sends nothing costs a few hundred bytes until its deadline.
  *
  * Back-pressure. The session's input buffer has room for one frame of the largest size (its
  * cap), so a message is parsed only when the input has room for the largest one: the rest of
@@ -568,21 +571,28 @@ static int ws_write_response(ws_conn_t *ws)
 }
 
 /* Reads the request until it is complete. Returns 0 (complete: accepted or refused, see
- * ws->flags), NL_TRANSPORT_WANT_READ, or -errno. */
+ * ws->flags), NL_TRANSPORT_WANT_READ, or -errno. The bytes land in the thread's scratch area
+ * first, so the upgrade's buffer grows only by what came. */
 static int ws_read_request(ws_conn_t *ws)
 {
+    ws_thread_t *t = ws_thread();
+    if (!t)
+        return -ENOMEM;
     for (;;) {
-        size_t cap;
-        char *space = gw_ws_upgrade_space(ws->up, &cap);
+        size_t cap = gw_ws_upgrade_room(ws->up);
+        if (cap > sizeof(t->scratch))
+            cap = sizeof(t->scratch);
         ssize_t n;
-        n = ws->tls ? gw_tls_conn_read(ws->tls, space, cap) : ws_recv(ws, space, cap);
+        n = ws->tls ? gw_tls_conn_read(ws->tls, t->scratch, cap) : ws_recv(ws, t->scratch, cap);
         if (n == -EAGAIN)
             return NL_TRANSPORT_WANT_READ;
         if (n == 0)
             return -ECONNRESET; /* the peer left before its request was complete */
         if (n < 0)
             return (int)n;
-        int rc = gw_ws_upgrade_feed(ws->up, (size_t)n, ws->l);
+        int rc = gw_ws_upgrade_feed(ws->up, t->scratch, (size_t)n, ws->l);
+        if (rc < 0)
+            return rc;
         if (rc == 1)
             return 0;
         if (rc >= 2) {

@@ -1,14 +1,22 @@
 /*
  * gw_ws_upgrade: the WebSocket opening handshake, server side (RFC 6455 section 4.2): the
- * client's HTTP upgrade request, read into a buffer of GW_WS_REQUEST_MAX bytes and parsed by
- * libhttp-parser as it arrives, checked, and answered with 101 (Sec-WebSocket-Accept from
- * OpenSSL's SHA-1 and base64) or an HTTP error. See gw_transport.h for the rules it applies.
+ * client's HTTP upgrade request, copied into a buffer of at most GW_WS_REQUEST_MAX bytes and
+ * parsed by libhttp-parser as it arrives, checked, and answered with 101 (Sec-WebSocket-Accept
+ * from OpenSSL's SHA-1 and base64) or an HTTP error. See gw_transport.h for the rules it
+ * applies.
  *
  * The whole request stays in one buffer, so the parser's spans (it reports a header name or
  * value in pieces, as the bytes come) are offsets into it that simply grow: a span that
  * continues in the next read continues at the next byte. Bytes after the request's header
  * (the client's first frames, sent before the answer) are left where they are for the
  * WebSocket layer (gw_ws_upgrade_rest).
+ *
+ * Memory: the buffer grows with the bytes that came (from 512 bytes, doubling, to the cap), so
+ * a client that connects and sends nothing costs this struct only, and one that trickles its
+ * request costs what it sent; a browser's request (under 1 KiB) fits in the first or second
+ * step. The response is allocated at its size when it is known. The upgrade is freed when the
+ * handshake ends (gw_ws.c). Before, the 8 KiB buffer came with the struct at accept: 8.7 KB
+ * per connection that sent nothing, for as long as the connect timeout.
  */
 #include <ctype.h>
 #include <errno.h>
@@ -26,6 +34,9 @@
 #define WS_GUID "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 #define WS_PATH "/connection"
 #define WS_SUBPROTOCOL "herald.v1"
+
+/* The buffer's first size: a short request (a script's, a bot's) fits. */
+#define UPGRADE_BUF_MIN 512
 
 typedef struct span_s {
     uint32_t off;
@@ -55,11 +66,12 @@ struct gw_ws_upgrade_s {
     span_t headers[H_COUNT]; /* the last of each (a repeated one replaces the earlier) */
     uint8_t n_seen[H_COUNT];
     uint32_t len;  /* request bytes in buf */
+    uint32_t cap;  /* buf's size: 0 (none yet), UPGRADE_BUF_MIN doubling to the header cap */
     uint32_t rest; /* where the bytes after the header begin (is_complete) */
-    char response[512];
     uint32_t response_len;
     uint32_t response_off; /* written already */
-    char buf[GW_WS_REQUEST_MAX];
+    char *response;        /* NULL until the request is complete */
+    char *buf;
 };
 
 gw_ws_upgrade_t *gw_ws_upgrade_new(void)
@@ -72,13 +84,36 @@ gw_ws_upgrade_t *gw_ws_upgrade_new(void)
 
 void gw_ws_upgrade_free(gw_ws_upgrade_t *u)
 {
+    if (!u)
+        return;
+    free(u->buf);
+    free(u->response);
     free(u);
 }
 
-char *gw_ws_upgrade_space(gw_ws_upgrade_t *u, size_t *cap)
+size_t gw_ws_upgrade_room(const gw_ws_upgrade_t *u)
 {
-    *cap = sizeof(u->buf) - u->len;
-    return u->buf + u->len;
+    return GW_WS_REQUEST_MAX - u->len;
+}
+
+/* Room in buf for n more bytes (n <= gw_ws_upgrade_room). Returns 0 or -ENOMEM. The spans are
+ * offsets, so they stay right across the move. */
+static int upgrade_reserve(gw_ws_upgrade_t *u, size_t n)
+{
+    size_t need = u->len + n;
+    if (need <= u->cap)
+        return 0;
+    size_t cap = u->cap ? u->cap : UPGRADE_BUF_MIN;
+    while (cap < need)
+        cap *= 2;
+    if (cap > GW_WS_REQUEST_MAX)
+        cap = GW_WS_REQUEST_MAX;
+    char *buf = realloc(u->buf, cap);
+    if (!buf)
+        return -ENOMEM;
+    u->buf = buf;
+    u->cap = (uint32_t)cap;
+    return 0;
 }
 
 /* --- the parser's callbacks ------------------------------------------------------------------ */
@@ -237,81 +272,88 @@ static bool key_is_valid(const gw_ws_upgrade_t *u)
            u->buf[k->off + 22] == '=' && u->buf[k->off + 23] == '=';
 }
 
-static void respond(gw_ws_upgrade_t *u, const char *status, const char *extra)
+/* Keeps the response text (n bytes). Returns 0 or -ENOMEM. */
+static int set_response(gw_ws_upgrade_t *u, const char *text, int n)
 {
-    int n = snprintf(u->response, sizeof(u->response),
-                     "HTTP/1.1 %s\r\nContent-Length: 0\r\nConnection: close\r\n%s\r\n", status,
-                     extra ? extra : "");
-    u->response_len = n > 0 && (size_t)n < sizeof(u->response) ? (uint32_t)n : 0;
+    free(u->response);
+    u->response = NULL;
+    u->response_len = 0;
     u->response_off = 0;
+    if (n <= 0)
+        return 0;
+    if ((u->response = malloc((size_t)n)) == NULL)
+        return -ENOMEM;
+    memcpy(u->response, text, (size_t)n);
+    u->response_len = (uint32_t)n;
+    return 0;
 }
 
-/* The request is complete: 1 (accepted, 101 ready) or a refusal's reason + 2. */
+/* An HTTP error response. Returns why + 2 (gw_ws_upgrade_feed's refusal), or -ENOMEM. */
+static int refuse(gw_ws_upgrade_t *u, gw_hs_fail_t why, const char *status, const char *extra)
+{
+    char text[256];
+    int n = snprintf(text, sizeof(text),
+                     "HTTP/1.1 %s\r\nContent-Length: 0\r\nConnection: close\r\n%s\r\n", status,
+                     extra ? extra : "");
+    if (n >= (int)sizeof(text))
+        n = 0;
+    return set_response(u, text, n) < 0 ? -ENOMEM : (int)why + 2;
+}
+
+/* The request is complete: 1 (accepted, 101 ready), a refusal's reason + 2, or -ENOMEM. */
 static int upgrade_check(gw_ws_upgrade_t *u, const gw_listener_t *l)
 {
     if (u->parser.method != HTTP_GET || u->parser.http_major != 1 || u->parser.http_minor < 1 ||
         !header_has(u, H_UPGRADE, "websocket") || !header_has(u, H_CONNECTION, "upgrade") ||
-        !u->n_seen[H_HOST] || !key_is_valid(u)) {
-        respond(u, "400 Bad Request", NULL);
-        return GW_HS_FAIL_BAD_REQUEST + 2;
-    }
-    if (!path_is_ours(u)) {
-        respond(u, "404 Not Found", NULL);
-        return GW_HS_FAIL_NOT_FOUND + 2;
-    }
+        !u->n_seen[H_HOST] || !key_is_valid(u))
+        return refuse(u, GW_HS_FAIL_BAD_REQUEST, "400 Bad Request", NULL);
+    if (!path_is_ours(u))
+        return refuse(u, GW_HS_FAIL_NOT_FOUND, "404 Not Found", NULL);
     const span_t *v = &u->headers[H_VERSION];
-    if (u->n_seen[H_VERSION] != 1 || v->len != 2 || memcmp(u->buf + v->off, "13", 2) != 0) {
-        respond(u, "426 Upgrade Required", "Sec-WebSocket-Version: 13\r\n");
-        return GW_HS_FAIL_VERSION + 2;
-    }
+    if (u->n_seen[H_VERSION] != 1 || v->len != 2 || memcmp(u->buf + v->off, "13", 2) != 0)
+        return refuse(u, GW_HS_FAIL_VERSION, "426 Upgrade Required",
+                      "Sec-WebSocket-Version: 13\r\n");
     if (u->n_seen[H_ORIGIN] &&
-        !origin_allowed(l, u->buf + u->headers[H_ORIGIN].off, u->headers[H_ORIGIN].len)) {
-        respond(u, "403 Forbidden", NULL);
-        return GW_HS_FAIL_ORIGIN + 2;
-    }
+        !origin_allowed(l, u->buf + u->headers[H_ORIGIN].off, u->headers[H_ORIGIN].len))
+        return refuse(u, GW_HS_FAIL_ORIGIN, "403 Forbidden", NULL);
     bool has_protocols = u->n_seen[H_PROTOCOL] > 0;
-    if (has_protocols && !header_has(u, H_PROTOCOL, WS_SUBPROTOCOL)) {
-        respond(u, "400 Bad Request", "Sec-WebSocket-Protocol: " WS_SUBPROTOCOL "\r\n");
-        return GW_HS_FAIL_SUBPROTOCOL + 2;
-    }
+    if (has_protocols && !header_has(u, H_PROTOCOL, WS_SUBPROTOCOL))
+        return refuse(u, GW_HS_FAIL_SUBPROTOCOL, "400 Bad Request",
+                      "Sec-WebSocket-Protocol: " WS_SUBPROTOCOL "\r\n");
     char accept[32];
-    if (!accept_key(u, accept)) {
-        respond(u, "400 Bad Request", NULL);
-        return GW_HS_FAIL_BAD_REQUEST + 2;
-    }
-    int n = snprintf(u->response, sizeof(u->response),
+    if (!accept_key(u, accept))
+        return refuse(u, GW_HS_FAIL_BAD_REQUEST, "400 Bad Request", NULL);
+    char text[256];
+    int n = snprintf(text, sizeof(text),
                      "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
                      "Connection: Upgrade\r\nSec-WebSocket-Accept: %s\r\n%s\r\n",
                      accept, has_protocols ? "Sec-WebSocket-Protocol: " WS_SUBPROTOCOL "\r\n" : "");
-    u->response_len = (uint32_t)n;
-    u->response_off = 0;
-    return 1;
+    return set_response(u, text, n) < 0 ? -ENOMEM : 1;
 }
 
-int gw_ws_upgrade_feed(gw_ws_upgrade_t *u, size_t n, const gw_listener_t *l)
+int gw_ws_upgrade_feed(gw_ws_upgrade_t *u, const void *bytes, size_t n, const gw_listener_t *l)
 {
-    const char *data = u->buf + u->len;
+    if (upgrade_reserve(u, n) < 0)
+        return -ENOMEM;
+    char *data = u->buf + u->len;
+    memcpy(data, bytes, n);
     u->len += (uint32_t)n;
     size_t parsed = http_parser_execute(&u->parser, &parser_settings, data, n);
     if (u->is_complete) {
         u->rest = (uint32_t)(data - u->buf + parsed);
         return upgrade_check(u, l);
     }
-    if (HTTP_PARSER_ERRNO(&u->parser) != HPE_OK || parsed != n) {
-        respond(u, "400 Bad Request", NULL);
-        return GW_HS_FAIL_BAD_REQUEST + 2;
-    }
-    if (u->len == sizeof(u->buf)) {
-        respond(u, "431 Request Header Fields Too Large", NULL);
-        return GW_HS_FAIL_TOO_LARGE + 2;
-    }
+    if (HTTP_PARSER_ERRNO(&u->parser) != HPE_OK || parsed != n)
+        return refuse(u, GW_HS_FAIL_BAD_REQUEST, "400 Bad Request", NULL);
+    if (u->len == GW_WS_REQUEST_MAX)
+        return refuse(u, GW_HS_FAIL_TOO_LARGE, "431 Request Header Fields Too Large", NULL);
     return 0;
 }
 
 const char *gw_ws_upgrade_response(const gw_ws_upgrade_t *u, size_t *len)
 {
     *len = u->response_len - u->response_off;
-    return u->response + u->response_off;
+    return u->response ? u->response + u->response_off : "";
 }
 
 void gw_ws_upgrade_wrote(gw_ws_upgrade_t *u, size_t n)

@@ -7,10 +7,11 @@
 // listener has been served: its accept follows theirs through the one accept path, so by then
 // the loop has taken every one of them into its handshake).
 //
-// Before the fix: 42.7 KB per silent TLS connection (the SSL and its first SSL_accept were
-// made at accept), 46.7 KB for one that sent a part of a record. Then the clients half-close
-// and wait for herald to close: each is counted as a handshake that failed because the peer
-// left.
+// Before the fixes: 42.7 KB per silent TLS connection (the SSL and its first SSL_accept were
+// made at accept), 46.7 KB for one that sent a part of a record, 51.7 KB per silent wss
+// connection, 8.7 KB per silent WebSocket connection (the 8 KiB upgrade buffer came with the
+// connection). Then the clients half-close and wait for herald to close: each is counted as a
+// handshake that failed because the peer left.
 //
 // N stays under 1,000 so that a default descriptor limit (1,024) is enough.
 import { after, before, describe, test } from 'node:test';
@@ -123,4 +124,8 @@ const partialRecord = Buffer.from([0x16, 0x03, 0x01, 0x02, 0x00, 0x01, 0x00, 0x0
 describe('connections that never finish their handshake cost little until the deadline', () => {
     test('tls: silent', () => pendingCost('tls', null, 4096));
     test('tls: a record header and a few bytes', () => pendingCost('tls', partialRecord, 4096));
+    test('wss: silent', () => pendingCost('wss', null, 4096));
+    test('ws: silent', () => pendingCost('ws', null, 3072));
+    test('ws: the first line of the upgrade request', () =>
+        pendingCost('ws', Buffer.from('GET /connection HTTP/1.1\r\nHost: 127.0.0.1\r\n'), 3072));
 });
