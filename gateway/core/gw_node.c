@@ -204,6 +204,13 @@ static void node_reload_tls(gw_node_t *node, const gw_config_t *cfg)
                nl_log_quote(q, sizeof(q), cfg->tls_cert_file, strlen(cfg->tls_cert_file)));
 }
 
+static void node_set_handshake_timeout(gw_node_t *node, uint64_t timeout_ms)
+{
+    for (int i = 0; i < GW_NODE_LISTENERS; i++)
+        if (node->listeners[i])
+            gw_listener_set_handshake_timeout(node->listeners[i], timeout_ms);
+}
+
 int gw_node_reload(gw_node_t *node)
 {
     gw_config_reload_t r;
@@ -232,8 +239,12 @@ int gw_node_reload(gw_node_t *node)
     if (node->listeners[GW_NODE_LISTEN_WS])
         gw_listener_set_max_message(node->listeners[GW_NODE_LISTEN_WS],
                                     (uint32_t)r.snap->frame_limit_bytes);
+    /* The TLS and WebSocket handshakes accepted from now on run under the new connect_timeout,
+     * as the Connect that follows them does. */
+    node_set_handshake_timeout(node, wanted->connect_timeout_ms);
     rc = gw_node_config_replace(node, gw_config_snap_ref(r.snap), node_reload_applied, report);
     if (rc < 0) {
+        node_set_handshake_timeout(node, running->cfg.connect_timeout_ms);
         node_apply_reload(node, wanted, &running->cfg);
         free(report);
         NL_LOG(NL_ERROR, "reload_failed", "err=%s", nl_strerror(rc));

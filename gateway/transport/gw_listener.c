@@ -58,7 +58,8 @@ int gw_listener_new(gw_listener_t **out, const gw_listener_opts_t *o)
         return -ENOMEM;
     l->kind = o->kind;
     l->tls = o->tls;
-    l->handshake_timeout_ms = o->handshake_timeout_ms ? o->handshake_timeout_ms : 10000;
+    atomic_init(&l->handshake_timeout_ms,
+                o->handshake_timeout_ms ? o->handshake_timeout_ms : 10000);
     atomic_init(&l->max_message_bytes, o->max_message_bytes ? o->max_message_bytes : 65536);
     snprintf(l->name, sizeof(l->name), "%s", o->name ? o->name : "tcp");
     int err = listener_set_origins(l, o->ws);
@@ -137,6 +138,12 @@ void gw_listener_set_max_message(gw_listener_t *l, uint32_t bytes)
     atomic_store_explicit(&l->max_message_bytes, bytes, memory_order_relaxed);
 }
 
+void gw_listener_set_handshake_timeout(gw_listener_t *l, uint64_t timeout_ms)
+{
+    atomic_store_explicit(&l->handshake_timeout_ms, timeout_ms ? timeout_ms : 10000,
+                          memory_order_relaxed);
+}
+
 void gw_listener_stats(const gw_listener_t *l, gw_transport_stats_t *out)
 {
 #define LOAD(x) atomic_load_explicit(&(x), memory_order_relaxed)
@@ -203,7 +210,8 @@ int gw_hs_start(gw_hs_t *hs, gw_listener_t *l, nl_conn_t *c)
     hs->is_failed = false;
     int err = nl_timer_new(&hs->timer, nl_conn_loop(c), hs_on_deadline, hs);
     if (err == 0)
-        err = nl_timer_start(hs->timer, l->handshake_timeout_ms, 0);
+        err = nl_timer_start(
+            hs->timer, atomic_load_explicit(&l->handshake_timeout_ms, memory_order_relaxed), 0);
     if (err < 0) {
         if (hs->timer)
             nl_timer_close(hs->timer, NULL);

@@ -43,7 +43,7 @@ struct gw_listener_s {
     bool is_any_origin;    /* ws: "*" */
     uint16_t port;
     _Atomic uint32_t max_message_bytes;
-    uint64_t handshake_timeout_ms;
+    _Atomic uint64_t handshake_timeout_ms; /* read by each handshake as it starts */
     gw_listener_counters_t n;
     char name[16];
 };

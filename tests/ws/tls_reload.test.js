@@ -2,12 +2,15 @@
 // file renamed over the old, as a rotation does), herald reads them again, new handshakes get
 // the new certificate (serial and subject checked with s_client and node:tls), connections
 // made before carry on over TCP+TLS and wss; a broken certificate or a key that does not
-// match is refused with ev=tls_reload_failed and the certificate before stays.
+// match is refused with ev=tls_reload_failed and the certificate before stays. A reload of
+// [limits] connect_timeout sets the TLS and WebSocket handshake deadline of the connections
+// accepted after it.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { copyFileSync, readFileSync } from 'node:fs';
+import net from 'node:net';
+import { copyFileSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { startHerald, token } from './lib/herald.js';
+import { sample, startHerald, token } from './lib/herald.js';
 import { frameOf, streamClient, wsClient } from './lib/clients.js';
 import { makePki, peerCert, replaceFile, sClient } from './lib/tls.js';
 
@@ -135,4 +138,49 @@ test('a rotation while handshakes are in flight: each gets one whole certificate
     for (const s of serials) assert.ok(['A001', 'C003'].includes(s), s);
     for (const s of all) s.close();
     assert.equal((await served(h.port)).serial, 'A001');
+});
+
+test('SIGHUP shortening connect_timeout: handshakes accepted afterwards run under it', async () => {
+    // Before the fix the handshake deadline was the startup's connect_timeout for good.
+    const conf = join(pki.dir, 'timeout.conf');
+    writeFileSync(conf, '[limits]\nconnect_timeout = 2m\n');
+    const d = await startHerald({ tls: files, args: ['--config', conf] });
+    const silent = (port) =>
+        new Promise((resolve, reject) => {
+            const s = net.connect({ host: '127.0.0.1', port }, () => resolve(s));
+            s.once('error', reject);
+        });
+    const closed = (s) => new Promise((resolve) => s.once('close', () => resolve(Date.now())));
+    try {
+        const before = [await silent(d.port), await silent(d.wsPort)];
+        const beforeClosed = before.map(closed);
+        writeFileSync(conf, '[limits]\nconnect_timeout = 500ms\n');
+        const from = d.log().length;
+        d.signal('SIGHUP');
+        await d.waitLog(/ev=reload_done/, { from });
+        const m0 = await d.metrics();
+        const t0 = Date.now();
+        const after = [await silent(d.port), await silent(d.wsPort)];
+        // Bounded: without the new deadline they would stay for the old one's 2 minutes.
+        let bound;
+        const late = new Promise((resolve) => (bound = setTimeout(() => resolve(0), 10000)));
+        const times = await Promise.all(after.map((s) => Promise.race([closed(s), late])));
+        clearTimeout(bound);
+        for (const t of times)
+            assert.ok(t - t0 >= 450 && t - t0 < 10000, `closed after ${t - t0} ms`);
+        const m1 = await d.metrics();
+        for (const listener of ['tcp', 'ws']) {
+            const fail = [
+                'herald_transport_handshake_failures_total',
+                { listener, reason: 'timeout' },
+            ];
+            assert.equal(sample(m1, ...fail) - sample(m0, ...fail), 1, listener);
+        }
+        // Those accepted before the reload keep the deadline they started with.
+        const race = await Promise.race([...beforeClosed, Promise.resolve('open')]);
+        assert.equal(race, 'open');
+        for (const s of before) s.destroy();
+    } finally {
+        assert.deepEqual(await d.stop(), { code: 0, signal: null });
+    }
 });

@@ -32,7 +32,8 @@
  *
  * Thread: gw_listener_new/close/free, gw_tls_new/reload/free on the accept loop's thread; the
  * connections' I/O on their IO loops (netlib's rule); gw_ws_set_close on the connection's
- * loop; gw_listener_stats and gw_listener_set_max_message from any thread.
+ * loop; gw_listener_stats, gw_listener_set_max_message and gw_listener_set_handshake_timeout
+ * from any thread.
  * Ownership: a listener outlives its connections: gw_listener_close stops accepting, and
  * gw_listener_free runs once every IO loop has stopped. A gw_tls_t outlives the listeners
  * using it.
@@ -210,6 +211,10 @@ void gw_listener_free(gw_listener_t *l);
 
 /* Changes the largest message a WebSocket client may send (a reload). Thread: any. */
 void gw_listener_set_max_message(gw_listener_t *l, uint32_t bytes);
+
+/* Changes the handshake deadline (a reload of connect_timeout; 0: 10 s) for the connections
+ * accepted from now on; handshakes under way keep theirs. Thread: any. */
+void gw_listener_set_handshake_timeout(gw_listener_t *l, uint64_t timeout_ms);
 
 /* Copies the listener's figures. Thread: any. */
 void gw_listener_stats(const gw_listener_t *l, gw_transport_stats_t *out);
