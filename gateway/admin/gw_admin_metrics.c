@@ -313,14 +313,47 @@ static void render_presence(gw_metrics_t *w, const totals_t *t, const gw_stats_s
                      (double)t->engine.last_seen_records);
 }
 
-/* One counter or gauge family over the listeners that exist: field picks the figure. */
+/* Which listeners a family applies to: those with a handshake (WebSocket or TLS), the
+ * WebSocket ones, the TLS ones. A listener on which a family cannot move has no sample of it
+ * (a plain TCP listener has no handshake, a plain ws listener no TLS), rather than a 0 for
+ * ever in every scrape and dashboard. */
+typedef enum tp_scope_e { TP_HANDSHAKE, TP_WS, TP_TLS } tp_scope_t;
+
+static bool tp_applies(const gw_stats_snapshot_t *snap, int i, tp_scope_t scope)
+{
+    const gw_transport_stats_t *t = &snap->listeners[i];
+    if (!snap->has_listener[i])
+        return false;
+    if (scope == TP_WS)
+        return t->is_ws;
+    if (scope == TP_TLS)
+        return t->is_tls;
+    return t->is_ws || t->is_tls;
+}
+
+/* The listeners that can fail a handshake for r. */
+static tp_scope_t hs_fail_scope(gw_hs_fail_t r)
+{
+    switch (r) {
+    case GW_HS_FAIL_TIMEOUT:
+    case GW_HS_FAIL_CLOSED:
+        return TP_HANDSHAKE;
+    case GW_HS_FAIL_PLAINTEXT:
+    case GW_HS_FAIL_TLS:
+        return TP_TLS;
+    default:
+        return TP_WS; /* the upgrade's refusals */
+    }
+}
+
+/* One counter or gauge family over the listeners it applies to: field picks the figure. */
 static void render_per_listener(gw_metrics_t *w, const gw_stats_snapshot_t *snap, const char *name,
-                                const char *help, bool is_gauge,
+                                const char *help, bool is_gauge, tp_scope_t scope,
                                 uint64_t (*field)(const gw_transport_stats_t *t))
 {
     static const char *const listeners[2] = {"tcp", "ws"};
     for (int i = 0; i < 2; i++) {
-        if (!snap->has_listener[i])
+        if (!tp_applies(snap, i, scope))
             continue;
         const char *const labels[] = {"listener", listeners[i], NULL};
         uint64_t v = field(&snap->listeners[i]);
@@ -356,38 +389,43 @@ static uint64_t tp_ktls(const gw_transport_stats_t *t)
     return t->tls_ktls;
 }
 
-/* The listeners' TLS and WebSocket figures, labelled by listener (tcp, ws). */
+/* The listeners' TLS and WebSocket figures, labelled by listener (tcp, ws), each family and
+ * failure reason where it applies (tp_scope_t). */
 static void render_transport(gw_metrics_t *w, const gw_stats_snapshot_t *snap)
 {
     static const char *const listeners[2] = {"tcp", "ws"};
     render_per_listener(w, snap, "herald_transport_handshaking",
-                        "Connections in their TLS or WebSocket handshake now.", true,
+                        "Connections in their TLS or WebSocket handshake now.", true, TP_HANDSHAKE,
                         tp_handshaking);
     render_per_listener(w, snap, "herald_transport_handshakes_total",
-                        "TLS or WebSocket handshakes done.", false, tp_handshakes);
+                        "TLS or WebSocket handshakes done.", false, TP_HANDSHAKE, tp_handshakes);
     for (int i = 0; i < 2; i++) {
-        for (int r = 0; snap->has_listener[i] && r < GW_HS_FAIL_REASONS; r++)
+        for (int r = 0; r < GW_HS_FAIL_REASONS; r++) {
+            if (!tp_applies(snap, i, hs_fail_scope((gw_hs_fail_t)r)))
+                continue;
             gw_metrics_counter(w, "herald_transport_handshake_failures_total",
                                "TLS or WebSocket handshakes that failed, by reason.",
                                (const char *const[]){"listener", listeners[i], "reason",
                                                      gw_hs_fail_str((gw_hs_fail_t)r), NULL},
                                snap->listeners[i].handshake_failures[r]);
+        }
     }
     for (int i = 0; i < 2; i++) {
-        for (int e = 0; snap->has_listener[i] && e < GW_WS_ERRS; e++)
+        for (int e = 0; tp_applies(snap, i, TP_WS) && e < GW_WS_ERRS; e++)
             gw_metrics_counter(w, "herald_ws_protocol_errors_total",
                                "WebSocket connections closed for a client's protocol error.",
                                (const char *const[]){"listener", listeners[i], "error",
                                                      gw_ws_err_str((gw_ws_err_t)e), NULL},
                                snap->listeners[i].ws_errors[e]);
     }
-    render_per_listener(w, snap, "herald_ws_pings_total", "WebSocket pings answered.", false,
+    render_per_listener(w, snap, "herald_ws_pings_total", "WebSocket pings answered.", false, TP_WS,
                         tp_pings);
     render_per_listener(w, snap, "herald_tls_renegotiations_total",
-                        "TLS renegotiations refused (the connection closed).", false,
+                        "TLS renegotiations refused (the connection closed).", false, TP_TLS,
                         tp_renegotiations);
     render_per_listener(w, snap, "herald_tls_ktls_connections_total",
-                        "TLS connections whose writes the kernel encrypts (kTLS).", false, tp_ktls);
+                        "TLS connections whose writes the kernel encrypts (kTLS).", false, TP_TLS,
+                        tp_ktls);
 }
 
 static void render_pool(gw_metrics_t *w, const gw_stats_snapshot_t *snap)

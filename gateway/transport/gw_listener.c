@@ -148,6 +148,8 @@ void gw_listener_stats(const gw_listener_t *l, gw_transport_stats_t *out)
 {
 #define LOAD(x) atomic_load_explicit(&(x), memory_order_relaxed)
     memset(out, 0, sizeof(*out));
+    out->is_ws = l->kind == GW_LISTENER_WS;
+    out->is_tls = l->tls != NULL;
     out->handshaking = LOAD(l->n.handshaking);
     out->handshakes = LOAD(l->n.handshakes);
     for (int r = 0; r < GW_HS_FAIL_REASONS; r++)

@@ -4,7 +4,8 @@
  * sticky error, the same figures as JSON (parsed back with jansson), and nl_hist buckets. Then
  * herald's own figures as gw_admin_render writes them from a snapshot: the presence families
  * (users online once per node, per-loop gauges and counters summed, the engine's last-seen
- * records), in Prometheus text and JSON.
+ * records), in Prometheus text and JSON; the transport families only for the listeners they
+ * apply to.
  */
 #include <errno.h>
 #include <math.h>
@@ -530,6 +531,62 @@ static void test_gw_metrics_herald_presence(void **state)
     gw_stats_snapshot_free(snap);
 }
 
+/* Whether text has a sample line starting with prefix (a family and the start of its labels). */
+static bool has_sample(const char *text, const char *prefix)
+{
+    char want[160];
+    snprintf(want, sizeof(want), "\n%s", prefix);
+    return strstr(text, want) != NULL;
+}
+
+/* The transport families appear only for the listeners they can move on: herald_ws_* for the
+ * ws listener, herald_tls_* for listeners with TLS, herald_transport_* for listeners with a
+ * handshake, and each handshake failure reason where that handshake can fail so. */
+static void test_gw_metrics_herald_transport_scope(void **state)
+{
+    (void)state;
+    gw_stats_snapshot_t *snap = presence_snapshot(1);
+    snap->has_listener[0] = snap->has_listener[1] = true;
+    snap->listeners[1].is_ws = true;
+    snap->listeners[1].ws_pings = 3;
+    char *text = NULL;
+    size_t len = 0;
+    /* Plain tcp and ws. */
+    assert_int_equal(render_snapshot(snap, GW_METRICS_PROMETHEUS, &text, &len), 0);
+    assert_true(prom_value(text, "herald_ws_pings_total{listener=\"ws\"}") == 3);
+    assert_false(has_sample(text, "herald_ws_pings_total{listener=\"tcp\""));
+    assert_false(has_sample(text, "herald_ws_protocol_errors_total{listener=\"tcp\""));
+    assert_null(strstr(text, "herald_tls_"));
+    assert_true(has_sample(text, "herald_transport_handshaking{listener=\"ws\""));
+    assert_false(has_sample(text, "herald_transport_handshaking{listener=\"tcp\""));
+    assert_false(has_sample(text, "herald_transport_handshakes_total{listener=\"tcp\""));
+    assert_true(has_sample(
+        text, "herald_transport_handshake_failures_total{listener=\"ws\",reason=\"origin\"}"));
+    assert_true(has_sample(
+        text, "herald_transport_handshake_failures_total{listener=\"ws\",reason=\"timeout\"}"));
+    assert_false(has_sample(
+        text, "herald_transport_handshake_failures_total{listener=\"ws\",reason=\"tls_error\"}"));
+    assert_false(has_sample(text, "herald_transport_handshake_failures_total{listener=\"tcp\""));
+    free(text);
+    /* TLS on both. */
+    snap->listeners[0].is_tls = snap->listeners[1].is_tls = true;
+    snap->listeners[0].tls_renegotiations = 2;
+    assert_int_equal(render_snapshot(snap, GW_METRICS_PROMETHEUS, &text, &len), 0);
+    assert_true(prom_value(text, "herald_tls_renegotiations_total{listener=\"tcp\"}") == 2);
+    assert_true(prom_value(text, "herald_tls_renegotiations_total{listener=\"ws\"}") == 0);
+    assert_true(prom_value(text, "herald_tls_ktls_connections_total{listener=\"tcp\"}") == 0);
+    assert_false(has_sample(text, "herald_ws_pings_total{listener=\"tcp\""));
+    assert_true(prom_value(text, "herald_transport_handshaking{listener=\"tcp\"}") == 0);
+    assert_true(has_sample(
+        text, "herald_transport_handshake_failures_total{listener=\"tcp\",reason=\"plaintext\"}"));
+    assert_false(has_sample(
+        text, "herald_transport_handshake_failures_total{listener=\"tcp\",reason=\"origin\"}"));
+    assert_true(has_sample(
+        text, "herald_transport_handshake_failures_total{listener=\"ws\",reason=\"tls_error\"}"));
+    free(text);
+    gw_stats_snapshot_free(snap);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -541,6 +598,7 @@ int main(void)
         cmocka_unit_test(test_gw_metrics_hist_nl),
         cmocka_unit_test(test_gw_metrics_large),
         cmocka_unit_test(test_gw_metrics_herald_presence),
+        cmocka_unit_test(test_gw_metrics_herald_transport_scope),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

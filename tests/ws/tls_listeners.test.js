@@ -170,6 +170,21 @@ describe('openssl s_client', () => {
     });
 });
 
+test('/metrics: herald_tls_* for both TLS listeners, herald_ws_* for the ws one only', async () => {
+    const keys = [...(await h.metrics()).keys()];
+    const has = (prefix) => keys.some((k) => k.startsWith(prefix));
+    for (const listener of ['tcp', 'ws']) {
+        assert.ok(has(`herald_tls_renegotiations_total{listener="${listener}"}`), listener);
+        assert.ok(has(`herald_tls_ktls_connections_total{listener="${listener}"}`), listener);
+        assert.ok(has(`herald_transport_handshaking{listener="${listener}"}`), listener);
+    }
+    assert.ok(has('herald_ws_pings_total{listener="ws"}'));
+    assert.equal(has('herald_ws_pings_total{listener="tcp"}'), false);
+    const tcpFail = 'herald_transport_handshake_failures_total{listener="tcp"';
+    assert.equal(has(`${tcpFail},reason="origin"}`), false);
+    assert.ok(has(`${tcpFail},reason="plaintext"}`));
+});
+
 describe('herald sessions over TLS', () => {
     test('varint frames over node:tls and a wss client: connect, subscribe, publish, push', async () => {
         const t = await streamClient(h.port, { tls: trust });

@@ -26,6 +26,22 @@ describe('handshake, default origins (none)', () => {
         assert.deepEqual(await h.stop(), { code: 0, signal: null });
     });
 
+    test('/metrics: herald_ws_* for the ws listener only, no herald_tls_* without TLS', async () => {
+        const keys = [...(await h.metrics()).keys()];
+        const has = (prefix) => keys.some((k) => k.startsWith(prefix));
+        assert.ok(has('herald_ws_pings_total{listener="ws"}'));
+        assert.ok(has('herald_ws_protocol_errors_total{listener="ws"'));
+        assert.ok(has('herald_transport_handshake_failures_total{listener="ws",reason="origin"}'));
+        assert.equal(has('herald_ws_pings_total{listener="tcp"}'), false);
+        assert.equal(has('herald_ws_protocol_errors_total{listener="tcp"'), false);
+        assert.equal(has('herald_tls_'), false);
+        // The plain TCP listener has no handshake; the plain ws listener no TLS handshake.
+        assert.equal(has('herald_transport_handshaking{listener="tcp"}'), false);
+        assert.equal(has('herald_transport_handshake_failures_total{listener="tcp"'), false);
+        const wsFail = 'herald_transport_handshake_failures_total{listener="ws"';
+        assert.equal(has(`${wsFail},reason="tls`), false);
+    });
+
     test('ws: 101, Sec-WebSocket-Accept, herald.v1 echoed', async () => {
         const before = await h.metric('herald_transport_handshakes_total', { listener: 'ws' });
         const c = await wsClient(h.wsPort);

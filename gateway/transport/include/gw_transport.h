@@ -138,8 +138,11 @@ typedef enum gw_ws_err_e {
 } gw_ws_err_t;
 
 /* A listener's figures. Counted as they happen (relaxed atomics: per connection, not per
- * message), read with gw_listener_stats. */
+ * message), read with gw_listener_stats, with what the listener is (which figures can move:
+ * a metrics page leaves out those that cannot). */
 typedef struct gw_transport_stats_s {
+    bool is_ws;           /* WebSocket: ws_errors, ws_pings and the upgrade's failures apply */
+    bool is_tls;          /* TLS: tls_* and the TLS handshake's failures apply */
     uint64_t handshaking; /* gauge: connections in their handshake now */
     uint64_t handshakes;  /* handshakes done */
     uint64_t handshake_failures[GW_HS_FAIL_REASONS];
