@@ -31,9 +31,10 @@
  *
  * Output. The session and fan-out queue whole frames (gw_ws_header), so netlib's byte stream
  * is a sequence of frames and anything this file queues itself (a pong, a close frame) goes
- * between two of them with nl_conn_send. Over plain TCP netlib writes to the fd itself, as
- * for TCP; over TLS through gw_tls. The orderly close (shutdown) sends the close frame the
- * session set (gw_ws_set_close; 1000 by default), then TLS's close_notify.
+ * between two of them, a pong with the iteration's flush (nl_conn_send_later), a close frame
+ * at once (nl_conn_send). Over plain TCP netlib writes to the fd itself, as for TCP; over TLS
+ * through gw_tls. The orderly close (shutdown) sends the close frame the session set
+ * (gw_ws_set_close; 1000 by default), then TLS's close_notify.
  */
 #include "gw_transport.h"
 
@@ -196,7 +197,12 @@ static void ws_parser_settle(ws_thread_t *t, ws_conn_t *ws, wslay_frame_context_
  * say) and does not read what it is answered; like a session's unread answers (gw_session_send)
  * that closes the connection at once, with -ENOBUFS, which the session counts as a slow
  * consumer. Without it the close came from the read's -EPIPE and was counted as an I/O
- * error. */
+ * error.
+ *
+ * A pong goes out with the iteration's flush (nl_conn_send_later), as the session's answers
+ * do: the pongs for a read's pings, and the answers to the frames beside them, leave in one
+ * write (one TLS record on wss) instead of one send each. A close frame is written at once: it
+ * ends the input, and gw_ws_close_now's comes right before a forced close. */
 static int ws_send_control(ws_conn_t *ws, uint8_t opcode, const void *payload, size_t len)
 {
     uint8_t frame[2 + 125];
@@ -205,7 +211,8 @@ static int ws_send_control(ws_conn_t *ws, uint8_t opcode, const void *payload, s
     frame[0] = (uint8_t)(0x80 | opcode);
     frame[1] = (uint8_t)len;
     memcpy(frame + 2, payload, len);
-    int err = nl_conn_send(ws->c, frame, 2 + len);
+    int err = opcode == WSLAY_PONG ? nl_conn_send_later(ws->c, frame, 2 + len)
+                                   : nl_conn_send(ws->c, frame, 2 + len);
     if (err == -ENOBUFS)
         nl_conn_close(ws->c, -ENOBUFS);
     return err;

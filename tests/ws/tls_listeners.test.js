@@ -268,6 +268,49 @@ describe('herald sessions over TLS', () => {
         c.close();
     });
 
+    test('wss: 100 pings in one TLS record are answered in one record', async () => {
+        // A TCP relay between the client and herald reads the TLS record headers herald sends.
+        // Before the pongs went with the iteration's flush, each was its own SSL_write: 100
+        // records (and 100 system calls) for one read.
+        let records = 0;
+        let pending = Buffer.alloc(0);
+        const relay = net.createServer((down) => {
+            const up = net.connect({ host: '127.0.0.1', port: h.wsPort });
+            down.pipe(up);
+            up.on('data', (chunk) => {
+                pending = Buffer.concat([pending, chunk]);
+                while (pending.length >= 5 && pending.length >= 5 + pending.readUInt16BE(3)) {
+                    records++;
+                    pending = pending.subarray(5 + pending.readUInt16BE(3));
+                }
+                down.write(chunk);
+            });
+            for (const [a, b] of [
+                [up, down],
+                [down, up],
+            ]) {
+                a.on('error', () => b.destroy());
+                a.on('close', () => b.destroy());
+            }
+        });
+        await new Promise((resolve) => relay.listen(0, '127.0.0.1', resolve));
+        try {
+            const c = new RawWs(relay.address().port, { tls: trust });
+            assert.equal((await c.connect()).status, 101);
+            const burst = [];
+            for (let i = 0; i < 100; i++)
+                burst.push(wsFrame({ opcode: 9, payload: Buffer.from(`p${i}`) }));
+            const before = records;
+            await c.write(Buffer.concat(burst)); // 700 bytes: one record
+            for (let i = 0; i < 100; i++)
+                assert.equal((await c.inbox.next((x) => x.pong)).pong.toString(), `p${i}`);
+            assert.equal(records - before, 1);
+            c.close();
+        } finally {
+            relay.close();
+        }
+    });
+
     test('SIGTERM drain over wss: Disconnect SHUTDOWN, close 4005, close_notify', async () => {
         const d = await startHerald({ tls: pki.issue('drain', '3003'), args: ['--drain', '0'] });
         const w = await wsClient(d.wsPort, { tls: trust });
