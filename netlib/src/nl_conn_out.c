@@ -51,6 +51,8 @@
 #define NL__CONN_BATCH_MIN 2u
 /* Where a batch copies the small pieces of its connections' writes (out_coalesce's rule). */
 #define NL__CONN_BATCH_ARENA (512u * 1024u)
+/* Dirty-list entries kept after a burst has passed (nl__conn_flush_dirty): 8 KiB. */
+#define NL__CONN_DIRTY_KEEP 1024u
 /* How long a loop that could not set up its ring for lack of memory or descriptors waits
  * before it tries again: doubling from the first to the last after each failure in a row. */
 #define NL__CONN_BATCH_RETRY_MS 10000u
@@ -734,6 +736,12 @@ void nl__conn_flush_dirty(nl__conn_loop_t *st)
             if (!out_is_flushable(c))
                 continue;
             out_settle(c, out_write(c, st));
+        }
+        /* An array a burst grew (one entry per connection it touched) goes once a pass uses
+         * less than a quarter of it, so the loop does not keep it for good. */
+        if (batch.cap > NL__CONN_DIRTY_KEEP && (uint64_t)batch.len * 4 < batch.cap) {
+            free(batch.items);
+            batch = (nl__conn_vec_t){0};
         }
         batch.len = 0;
         st->dirty_spare = batch;
