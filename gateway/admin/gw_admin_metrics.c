@@ -122,6 +122,14 @@ static void render_per_loop(gw_metrics_t *w, const gw_stats_snapshot_t *snap)
     }
     for (uint32_t i = 0; i < snap->n_loops; i++) {
         snprintf(idx, sizeof(idx), "%u", i);
+        gw_metrics_gauge(w, "herald_input_held_bytes",
+                         "Input buffer bytes the loop's clients hold (0 when none has unread "
+                         "input).",
+                         (const char *const[]){"loop", idx, NULL},
+                         (double)snap->loops[i].conn.in_held_bytes);
+    }
+    for (uint32_t i = 0; i < snap->n_loops; i++) {
+        snprintf(idx, sizeof(idx), "%u", i);
         gw_metrics_hist_nl(w, "herald_loop_lag_seconds",
                            "Time per loop iteration spent outside epoll_wait.",
                            (const char *const[]){"loop", idx, NULL}, &snap->loops[i].s.loop_lag_us,

@@ -21,6 +21,10 @@
  * NL__CONN_INPUT_KEEP bytes, and once a second the before-sleep hook frees the ones that sat
  * unused all that time. Connections whose input cap matches none of the loop's
  * NL__CONN_POOLS pools free their storage when it empties instead.
+ *
+ * The loop's in_held_bytes gauge counts the input storage its connections hold (not the
+ * pools'), kept up to date wherever that storage is taken, grown, recycled or freed: 0 when
+ * no connection has unread input, so a test can prove that idle connections hold none.
  */
 #include "netlib/nl_conn.h"
 
@@ -193,6 +197,7 @@ static void conn_input_take(nl__conn_loop_t *st, nl_conn_t *c)
     if (p->count == 0)
         return;
     c->in = p->bufs[--p->count];
+    st->stats.in_held_bytes += nl_buf_capacity(&c->in);
     if (p->count < p->low)
         p->low = p->count;
 }
@@ -200,11 +205,13 @@ static void conn_input_take(nl__conn_loop_t *st, nl_conn_t *c)
 /* The input buffer is empty: its storage goes back to the pool, or is freed. */
 static void conn_input_recycle(nl__conn_loop_t *st, nl_conn_t *c)
 {
-    if (nl_buf_capacity(&c->in) == 0)
+    size_t cap = nl_buf_capacity(&c->in);
+    if (cap == 0)
         return;
+    st->stats.in_held_bytes -= cap;
     if (c->pool) {
         nl__conn_pool_t *p = &st->pools[c->pool - 1];
-        if (p->count < NL__CONN_POOL_BUFS && nl_buf_capacity(&c->in) <= NL__CONN_INPUT_KEEP) {
+        if (p->count < NL__CONN_POOL_BUFS && cap <= NL__CONN_INPUT_KEEP) {
             p->bufs[p->count++] = c->in;
             nl_buf_init(&c->in, p->max_bytes);
             return;
@@ -392,6 +399,7 @@ static void conn_finish(nl__deferred_t *d)
     if (client)
         nl__client_conn_finished(client, c, is_failed, c->u.close_reason);
     close(c->io.fd);
+    st->stats.in_held_bytes -= nl_buf_capacity(&c->in);
     nl_buf_deinit(&c->in);
     nl__conn_out_drop(c);
     st->stats.open--;
@@ -489,6 +497,7 @@ static bool conn_read_once(nl_conn_t *c, bool is_short_inconclusive)
         conn_input_take(st, c);
     size_t offer = nl_buf_read_offer(&c->in);
     bool is_stamped = (c->flags & NL__CONN_RX_STAMPS) != 0;
+    size_t held = nl_buf_capacity(&c->in);
     ssize_t n;
     if (c->flags & NL__CONN_TP_READ) {
         /* A transport's read says nothing by being short (one TLS record per call): it
@@ -499,6 +508,8 @@ static bool conn_read_once(nl_conn_t *c, bool is_short_inconclusive)
         n = is_stamped ? nl_buf_read_fd_stamped(&c->in, c->io.fd, &st->rx_ns)
                        : nl_buf_read_fd(&c->in, c->io.fd);
     }
+    /* The read may have allocated or grown the storage; on_message leaves it as it is. */
+    st->stats.in_held_bytes += nl_buf_capacity(&c->in) - held;
     if (n > 0) {
         st->stats.bytes_in += (uint64_t)n;
         if (is_stamped)
@@ -670,8 +681,11 @@ void nl_conn_set_max_input(nl_conn_t *c, size_t bytes)
     NL_ASSERT_OWNER(c->io.loop);
     /* The pool follows the cap the buffer really has: a buffer holding more than the new cap
      * keeps its old one. */
+    nl__conn_loop_t *st = nl__conn_st(c);
+    size_t held = nl_buf_capacity(&c->in);
     if (conn_buf_recap(&c->in, bytes))
-        c->pool = conn_pool_for(nl__conn_st(c), bytes);
+        c->pool = conn_pool_for(st, bytes);
+    st->stats.in_held_bytes += nl_buf_capacity(&c->in) - held;
     if (c->flags & NL__CONN_INPUT_FULL) {
         c->flags &= (uint16_t)~NL__CONN_INPUT_FULL;
         nl__conn_update_interest(c);

@@ -6,6 +6,9 @@
  * following the mark when nl_conn_set_high_water moves it. The admin console and /metrics
  * (herald_output_queued_bytes, herald_slow_consumers) read them every second.
  *
+ * in_held_bytes counts the input storage connections hold: some while a partial frame waits,
+ * none once it is consumed, nor after the close.
+ *
  * Server and client share the main loop, so the loop's gauges count the server side only (the
  * client queues nothing). Nothing sleeps: each test runs the loop until a predicate holds.
  */
@@ -231,6 +234,141 @@ static void test_nl_conn_gauges_follow_a_moved_mark(void **state)
     assert_false(t.is_broken);
 }
 
+/* --- input storage ----------------------------------------------------------------------- */
+
+/* A line protocol: the server consumes whole '\n'-terminated lines and answers one 'k' per
+ * read; at each 'k' the client reads the gauge and sends the next part. Both sides share the
+ * loop, so the gauge is read in a closure the client posts: by then the server's read is over,
+ * recycling included, and so is the client's own (its on_message holds the 'k' it reads). */
+typedef struct input_s {
+    nl_conn_t *srv;
+    nl_conn_t *cli;
+    size_t lines;     /* consumed by the server */
+    size_t acks;      /* 'k' seen by the client */
+    uint64_t held[3]; /* the gauge at each ack */
+    bool is_srv_closed;
+    bool is_cli_closed;
+} input_t;
+
+static uint64_t input_held(nl_loop_t *loop)
+{
+    return gauge_read(loop).in_held_bytes;
+}
+
+/* Consumes the whole lines in; returns how many. */
+static size_t input_take_lines(nl_buf_t *in, size_t max)
+{
+    size_t n = 0;
+    const char *eol;
+    while (n < max && (eol = nl_buf_find_byte(in, '\n')) != NULL) {
+        nl_buf_retrieve(in, (size_t)(eol - nl_buf_peek(in)) + 1);
+        n++;
+    }
+    return n;
+}
+
+static void input_srv_connected(nl_conn_t *c)
+{
+    input_t *t = ((test_env_t *)nl_conn_ctx(c))->test;
+    t->srv = c;
+}
+
+static void input_srv_message(nl_conn_t *c, nl_buf_t *in)
+{
+    input_t *t = ((test_env_t *)nl_conn_ctx(c))->test;
+    t->lines += input_take_lines(in, SIZE_MAX);
+    assert_int_equal(nl_conn_send(c, "k", 1), 0);
+}
+
+static void input_srv_close(nl_conn_t *c, int reason)
+{
+    NL_UNUSED(reason);
+    input_t *t = ((test_env_t *)nl_conn_ctx(c))->test;
+    t->srv = NULL;
+    t->is_srv_closed = true;
+}
+
+static const nl_conn_cbs_t input_srv_cbs = {
+    .on_connected = input_srv_connected,
+    .on_message = input_srv_message,
+    .on_close = input_srv_close,
+};
+
+/* The client's parts: a partial line, its end, then three lines in one send. */
+static const char *const input_parts[] = {"hel", "lo\n", "first\nsecond\nthird\n"};
+
+static void input_cli_connected(nl_conn_t *c)
+{
+    input_t *t = nl_conn_ctx(c);
+    t->cli = c;
+    assert_int_equal(nl_conn_send(c, input_parts[0], strlen(input_parts[0])), 0);
+}
+
+static void input_cli_ack(void *arg)
+{
+    input_t *t = arg;
+    t->held[t->acks++] = input_held(nl_conn_loop(t->cli));
+    if (t->acks < 3) {
+        const char *part = input_parts[t->acks];
+        assert_int_equal(nl_conn_send(t->cli, part, strlen(part)), 0);
+    } else {
+        nl_client_close(nl_client_of(t->cli));
+    }
+}
+
+/* One 'k' per server read, and the next part only after it: one byte at a time. */
+static void input_cli_message(nl_conn_t *c, nl_buf_t *in)
+{
+    input_t *t = nl_conn_ctx(c);
+    assert_int_equal(nl_buf_readable(in), 1);
+    nl_buf_retrieve_all(in);
+    assert_int_equal(nl_loop_post(nl_conn_loop(c), input_cli_ack, t), 0);
+}
+
+static void input_cli_close(nl_conn_t *c, int reason)
+{
+    NL_UNUSED(reason);
+    input_t *t = nl_conn_ctx(c);
+    t->is_cli_closed = true;
+    nl_client_close(nl_client_of(c));
+}
+
+static const nl_conn_cbs_t input_cli_cbs = {
+    .on_connected = input_cli_connected,
+    .on_message = input_cli_message,
+    .on_close = input_cli_close,
+};
+
+static bool input_done(test_env_t *e)
+{
+    input_t *t = e->test;
+    return t->is_srv_closed && t->is_cli_closed;
+}
+
+static void input_run(test_env_t *e, input_t *t)
+{
+    e->test = t;
+    assert_int_equal(nl_timer_start(e->deadline, GAUGE_DEADLINE_MS, 0), 0);
+    test_env_serve(e, 0, &input_srv_cbs, 0);
+    /* The first part goes out at on_connected, so the server's side is made first. */
+    test_env_client(e, &input_cli_cbs, t);
+    test_env_run_until(e, input_done);
+    assert_int_equal(t->acks, 3);
+    assert_int_equal(t->lines, 4);
+    /* A partial line holds a read buffer; once consumed, nothing is held. */
+    assert_true(t->held[0] >= 1024);
+    assert_int_equal(t->held[1], 0);
+    assert_int_equal(input_held(e->loop), 0); /* nor after the close */
+}
+
+/* Read and consumed in on_message: storage only while a partial frame waits. */
+static void test_nl_conn_gauges_input_held_while_partial(void **state)
+{
+    input_t t = {0};
+    input_run(*state, &t);
+    assert_int_equal(t.held[2], 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -240,6 +378,8 @@ int main(void)
                                         test_env_teardown),
         cmocka_unit_test_setup_teardown(test_nl_conn_gauges_follow_a_moved_mark, test_env_setup,
                                         test_env_teardown),
+        cmocka_unit_test_setup_teardown(test_nl_conn_gauges_input_held_while_partial,
+                                        test_env_setup, test_env_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -186,6 +186,9 @@ typedef struct nl_conn_loop_stats_s {
     uint64_t out_queued_bytes; /* output bytes queued on the loop's connections, not yet written */
     uint64_t over_high_water;  /* connections whose queued output is at or above their
                                 * high-water mark (nl_conn_set_high_water) */
+    uint64_t in_held_bytes;    /* input storage the loop's connections hold (unread bytes and
+                                * the room around them; not the loop's pool of empty buffers):
+                                * 0 when no connection has unread input */
 } nl_conn_loop_stats_t;
 void nl_conn_get_loop_stats(nl_loop_t *loop, nl_conn_loop_stats_t *out);
 
