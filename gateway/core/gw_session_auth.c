@@ -6,9 +6,10 @@
  * and the verdict is dropped.
  *
  * While the token is checked the connection does not read: frames the client pipelined after
- * Connect stay in its input buffer (bounded by max_input_bytes) and are handled as soon as the
- * session is authenticated, in order. A full pool answers Error{BUSY} and the client may send
- * Connect again; the loop never waits.
+ * Connect stay in its input buffer (bounded by max_input_bytes; netlib keeps them in storage
+ * of their own size) and are handled as soon as the session is authenticated, in order, after
+ * which netlib is told the input was consumed (nl_conn_input_settle). A full pool answers
+ * Error{BUSY} and the client may send Connect again; the loop never waits.
  *
  * Insecure mode (--insecure) skips verification and allows every channel. The user id is the
  * token's sub claim when the token is shaped like a JWT (read, not verified: load generators
@@ -254,10 +255,12 @@ static void auth_done(void *arg, int status)
     }
     /* Frames pipelined behind Connect have waited in the input buffer: they run now (or are
      * answered BUSY after a deferral, or discarded after a refusal). The session may have been
-     * reallocated. */
+     * reallocated. They are consumed outside netlib's read, so netlib is told: else the idle
+     * connection would keep their storage for good (about 1 KiB, issue 25). */
     if (nl_conn_state(c) != NL_CONN_DISCONNECTED) {
         nl_conn_resume_read(c);
         (void)gw_session_process(lp, nl_conn_data(c), req->in);
+        nl_conn_input_settle(c);
     }
     auth_req_free(req);
 }

@@ -7,7 +7,10 @@
  * (herald_output_queued_bytes, herald_slow_consumers) read them every second.
  *
  * in_held_bytes counts the input storage connections hold: some while a partial frame waits,
- * none once it is consumed, nor after the close.
+ * none once it is consumed; while reading is paused with bytes left behind, only storage of
+ * their size (not a read buffer); consumed outside on_message, none after
+ * nl_conn_input_settle, and without it the storage stays (why gateway's token check must
+ * call it: herald_input_held_bytes, issue 25).
  *
  * Server and client share the main loop, so the loop's gauges count the server side only (the
  * client queues nothing). Nothing sleeps: each test runs the loop until a predicate holds.
@@ -241,11 +244,16 @@ static void test_nl_conn_gauges_follow_a_moved_mark(void **state)
  * loop, so the gauge is read in a closure the client posts: by then the server's read is over,
  * recycling included, and so is the client's own (its on_message holds the 'k' it reads). */
 typedef struct input_s {
+    bool is_pausing;  /* the third part: pause after its first line, finish in a posted closure */
+    bool is_settling; /* that closure calls nl_conn_input_settle */
     nl_conn_t *srv;
+    nl_buf_t *srv_in; /* the server side's input buffer, for the posted closure */
     nl_conn_t *cli;
-    size_t lines;     /* consumed by the server */
-    size_t acks;      /* 'k' seen by the client */
-    uint64_t held[3]; /* the gauge at each ack */
+    size_t lines;      /* consumed by the server */
+    size_t acks;       /* 'k' seen by the client */
+    uint64_t held[3];  /* the gauge at each ack */
+    uint64_t paused;   /* the gauge while paused, before the closure consumed anything */
+    uint64_t consumed; /* the gauge after the closure consumed, before it resumed */
     bool is_srv_closed;
     bool is_cli_closed;
 } input_t;
@@ -267,6 +275,19 @@ static size_t input_take_lines(nl_buf_t *in, size_t max)
     return n;
 }
 
+/* The rest of a paused read, one loop iteration later (as a worker's answer would come). */
+static void input_finish(void *arg)
+{
+    input_t *t = arg;
+    t->paused = input_held(nl_conn_loop(t->srv));
+    t->lines += input_take_lines(t->srv_in, SIZE_MAX);
+    if (t->is_settling)
+        nl_conn_input_settle(t->srv);
+    t->consumed = input_held(nl_conn_loop(t->srv));
+    nl_conn_resume_read(t->srv);
+    assert_int_equal(nl_conn_send(t->srv, "k", 1), 0);
+}
+
 static void input_srv_connected(nl_conn_t *c)
 {
     input_t *t = ((test_env_t *)nl_conn_ctx(c))->test;
@@ -276,6 +297,13 @@ static void input_srv_connected(nl_conn_t *c)
 static void input_srv_message(nl_conn_t *c, nl_buf_t *in)
 {
     input_t *t = ((test_env_t *)nl_conn_ctx(c))->test;
+    if (t->is_pausing && t->lines == 1) { /* the third part */
+        t->lines += input_take_lines(in, 1);
+        nl_conn_pause_read(c);
+        t->srv_in = in;
+        assert_int_equal(nl_loop_post(nl_conn_loop(c), input_finish, t), 0);
+        return;
+    }
     t->lines += input_take_lines(in, SIZE_MAX);
     assert_int_equal(nl_conn_send(c, "k", 1), 0);
 }
@@ -364,9 +392,33 @@ static void input_run(test_env_t *e, input_t *t)
 /* Read and consumed in on_message: storage only while a partial frame waits. */
 static void test_nl_conn_gauges_input_held_while_partial(void **state)
 {
-    input_t t = {0};
+    input_t t = {.is_pausing = false};
     input_run(*state, &t);
     assert_int_equal(t.held[2], 0);
+}
+
+/* Paused in on_message with two lines left, consumed in a posted closure that settles: while
+ * paused the lines sit in storage of their own size, not the read buffer, and afterwards the
+ * connection holds nothing. */
+static void test_nl_conn_gauges_input_settled_after_pause(void **state)
+{
+    input_t t = {.is_pausing = true, .is_settling = true};
+    input_run(*state, &t);
+    size_t left = strlen("second\nthird\n");
+    assert_true(t.paused >= left && t.paused < 64);
+    assert_int_equal(t.consumed, 0);
+    assert_int_equal(t.held[2], 0);
+}
+
+/* The same without nl_conn_input_settle: the emptied storage stays with the connection (what
+ * the call is for), until the connection's next read recycles it. */
+static void test_nl_conn_gauges_input_kept_without_settle(void **state)
+{
+    input_t t = {.is_pausing = true, .is_settling = false};
+    input_run(*state, &t);
+    assert_true(t.paused > 0);
+    assert_int_equal(t.consumed, t.paused);
+    assert_int_equal(t.held[2], t.paused);
 }
 
 int main(void)
@@ -379,6 +431,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_nl_conn_gauges_follow_a_moved_mark, test_env_setup,
                                         test_env_teardown),
         cmocka_unit_test_setup_teardown(test_nl_conn_gauges_input_held_while_partial,
+                                        test_env_setup, test_env_teardown),
+        cmocka_unit_test_setup_teardown(test_nl_conn_gauges_input_settled_after_pause,
+                                        test_env_setup, test_env_teardown),
+        cmocka_unit_test_setup_teardown(test_nl_conn_gauges_input_kept_without_settle,
                                         test_env_setup, test_env_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -76,6 +76,12 @@ static inline size_t nl_buf_capacity(const nl_buf_t *b)
     return b->cap;
 }
 
+/* The cap on the buffer's capacity (nl_buf_init's max_bytes). */
+static inline size_t nl_buf_max_bytes(const nl_buf_t *b)
+{
+    return b->max_bytes;
+}
+
 /* Consumes n readable bytes (n <= readable). When the buffer empties, the positions reset to
  * the prepend mark; storage is kept (see nl_buf_release). */
 void nl_buf_retrieve(nl_buf_t *b, size_t n);

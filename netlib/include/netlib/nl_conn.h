@@ -11,6 +11,10 @@
  *
  * Input: each readiness does one nl_buf_read_fd into the input buffer, then calls on_message
  * with it; the callback consumes what it can (nl_buf_retrieve) and leaves partial frames.
+ * Input storage is held only while unread bytes wait in it: emptied by on_message, it goes
+ * back to the loop at once. A callback that pauses reading and leaves bytes for later keeps
+ * them in storage of their own size, not a whole read buffer; when it consumes them outside
+ * on_message, nl_conn_input_settle gives that storage back.
  * The socket is watched edge-triggered, so a read that filled all it offered (or left the
  * peer's FIN) is followed by up to three more before the loop moves on and re-arms.
  * With nl_conn_set_rx_timestamps the read is a recvmsg that also takes the kernel's receive
@@ -142,6 +146,13 @@ void nl_conn_set_max_input(nl_conn_t *c, size_t bytes);
 /* Stops / resumes reading from the socket (backpressure). Thread: owner. */
 void nl_conn_pause_read(nl_conn_t *c);
 void nl_conn_resume_read(nl_conn_t *c);
+
+/* Input consumed outside on_message: gives back the input buffer's storage if nothing unread
+ * is left in it, as netlib does itself after on_message. For a caller that paused reading in
+ * on_message and handled the bytes left behind later (after an answer from a worker): call it
+ * when done with them, or the idle connection keeps their storage for good. A no-op while
+ * unread bytes remain. Thread: owner. Callbacks: none. */
+void nl_conn_input_settle(nl_conn_t *c);
 
 /* TCP_NODELAY on or off. Returns 0 or -errno. */
 int nl_conn_set_nodelay(nl_conn_t *c, bool on);
