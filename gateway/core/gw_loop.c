@@ -73,6 +73,7 @@ static int loop_setup(nl_loop_t *loop, gw_loop_t *lp, uint32_t index)
         return err;
     gw_loop_config_changed(lp, NULL, cfg);
     nl_buf_init(&lp->scratch, 0);
+    nl_arena_init(&lp->auth_arena);
     gw_stats_init(&lp->stats);
     nl_conn_set_batch_sends(loop, cfg->is_batch_sends);
     err = gw_chantab_init(&lp->recovering);
@@ -161,6 +162,7 @@ void gw_loop_on_stop(nl_loop_t *loop, void *arg)
     gw_session_recover_deinit(lp);
     gw_fanout_loop_deinit(&lp->fo);
     nl_buf_deinit(&lp->scratch);
+    nl_arena_deinit(&lp->auth_arena);
 }
 
 /* The values a loop keeps copies of, for its delivery path. (Add the loop's other reactions to

@@ -20,6 +20,7 @@
 #include "gw_transport.h"
 #include "gw_core.h"
 #include "gw_state.h"
+#include "netlib/nl_arena.h"
 #include "netlib/nl_buf.h"
 #include "netlib/nl_loop.h"
 #include "netlib/nl_loop_thread.h"
@@ -79,6 +80,7 @@ struct gw_loop_s {
     int start_err;             /* set up on the loop's thread before it runs */
     gw_drain_t drain;          /* the spread-out disconnects of a drain */
     gw_stats_t stats;          /* the sessions' counters */
+    nl_arena_t auth_arena;     /* Connects being verified (gw_session_auth.c) */
 };
 
 struct gw_node_s {

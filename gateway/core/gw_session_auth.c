@@ -11,6 +11,12 @@
  * which netlib is told the input was consumed (nl_conn_input_settle). A full pool answers
  * Error{BUSY} and the client may send Connect again; the loop never waits.
  *
+ * Requests in flight live in the loop's auth arena (nl_arena), not in its heap: a burst of
+ * Connects (thousands of clients at once) would otherwise raise the heap by their tokens and
+ * leave holes between the sessions and subscriptions made meanwhile, kept for good. Measured
+ * with 10,000 clients sending Subscribe behind Connect, one IO loop (bench_gw_idle
+ * --pipelined): 555-610 bytes per idle connection from malloc, 542-547 from the arena.
+ *
  * Insecure mode (--insecure) skips verification and allows every channel. The user id is the
  * token's sub claim when the token is shaped like a JWT (read, not verified: load generators
  * send real tokens), otherwise the token itself ("anonymous" when empty). gw_node logs
@@ -223,10 +229,10 @@ static int auth_work(void *arg)
     return 0;
 }
 
-static void auth_req_free(auth_req_t *req)
+static void auth_req_free(gw_loop_t *lp, auth_req_t *req)
 {
     gw_config_snap_unref(req->snap);
-    free(req);
+    nl_arena_free(&lp->auth_arena, req);
 }
 
 /* Runs on the connection's loop with the verdict. */
@@ -236,7 +242,7 @@ static void auth_done(void *arg, int status)
     gw_loop_t *lp = gw_loop_current();
     gw_session_t *s = gw_session_lookup(req->loop, req->conn_id, GW_SESSION_AUTHENTICATING);
     if (!s) {
-        auth_req_free(req); /* closed (or closing) meanwhile */
+        auth_req_free(lp, req); /* closed (or closing) meanwhile */
         return;
     }
     nl_conn_t *c = s->member.conn;
@@ -262,7 +268,7 @@ static void auth_done(void *arg, int status)
         (void)gw_session_process(lp, nl_conn_data(c), req->in);
         nl_conn_input_settle(c);
     }
-    auth_req_free(req);
+    auth_req_free(lp, req);
 }
 
 void gw_session_connect(gw_loop_t *lp, gw_session_t *s, const Herald__Frame *f, nl_buf_t *in)
@@ -280,7 +286,7 @@ void gw_session_connect(gw_loop_t *lp, gw_session_t *s, const Herald__Frame *f, 
         auth_refuse(lp, s, f->id, GW_TOKEN_ERR_MALFORMED, token, len);
         return;
     }
-    auth_req_t *req = malloc(sizeof(*req) + len + 1);
+    auth_req_t *req = nl_arena_alloc(&lp->auth_arena, sizeof(*req) + len + 1);
     if (!req) {
         auth_defer(lp, s, f->id, GW_PERR_INTERNAL);
         return;
@@ -295,7 +301,7 @@ void gw_session_connect(gw_loop_t *lp, gw_session_t *s, const Herald__Frame *f, 
     memcpy(req->token, token, len + 1);
     int err = nl_pool_submit(lp->node->pool, lp->fo.loop, auth_work, auth_done, req);
     if (err < 0) {
-        auth_req_free(req);
+        auth_req_free(lp, req);
         lp->stats.auth_failures[GW_AUTH_FAIL_BUSY]++;
         auth_defer(lp, s, f->id, GW_PERR_BUSY);
         return;
