@@ -6,16 +6,34 @@
  * Before-sleep order matters: fan-out batches go to the other loops first (a message accepted
  * in this iteration then reaches them before anything this loop posts later), then this loop's
  * own output is written and its publish-to-flush samples taken, then the engine's housekeeping.
+ *
+ * Heap trim: a burst of connections and subscriptions (thousands of clients at once) leaves
+ * free memory inside malloc's arenas (the burst's requests, answers and queues, gone by now,
+ * between the sessions that stay), which malloc keeps resident. Once a second each loop looks
+ * at its churn (connections accepted and closed, Connect, Subscribe and Unsubscribe frames):
+ * after at least GW_LOOP_TRIM_CHURN of it since the last trim, the first second with almost
+ * none (GW_LOOP_TRIM_QUIET) calls malloc_trim(0), which hands the whole free pages inside the
+ * heap back to the kernel. Idle connections are what a node holds most of the time, so this
+ * is the memory they are charged; a steady trickle of churn trims about every thousand
+ * events, and a busy loop not at all. A trim took 1 ms at 10,000 connections. Measured with
+ * bench_gw_idle at 10,000 connections, RSS when all were set up against 2 s later: 10-16
+ * bytes per idle connection back on one IO loop, 19-28 on two (more after clients that
+ * pipeline Subscribe behind Connect).
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 
 #include "gw_node_int.h"
 #include "gw_session.h"
 #include "netlib/nl_common.h"
 #include "netlib/nl_conn.h"
 #include "netlib/nl_log.h"
+#include "proto_frame.h"
 
 static void loop_before_sleep(nl_loop_t *loop, void *arg)
 {
@@ -61,6 +79,54 @@ static int loop_start_refresh(gw_loop_t *lp)
     return err;
 }
 
+#define GW_LOOP_TRIM_TICK_MS 1000u
+/* Connections and subscriptions made or ended since the last trim that make a burst. */
+#define GW_LOOP_TRIM_CHURN 1000u
+/* At most this many in the last tick: the burst is over. */
+#define GW_LOOP_TRIM_QUIET 16u
+
+/* What shapes the heap for good: connections and subscriptions made and ended. */
+static uint64_t loop_churn(const gw_loop_t *lp)
+{
+    const gw_stats_t *s = &lp->stats;
+    uint64_t n = s->accepts + s->frames_in[HERALD__FRAME__BODY_CONNECT] +
+                 s->frames_in[HERALD__FRAME__BODY_SUBSCRIBE] +
+                 s->frames_in[HERALD__FRAME__BODY_UNSUBSCRIBE];
+    for (int i = 0; i < GW_CLOSE_REASONS; i++)
+        n += s->closes[i];
+    return n;
+}
+
+static void loop_on_trim_tick(nl_timer_t *t, void *arg)
+{
+    NL_UNUSED(t);
+    gw_loop_t *lp = arg;
+    uint64_t churn = loop_churn(lp);
+    uint64_t last_tick = lp->trim_tick_churn;
+    lp->trim_tick_churn = churn;
+    if (churn - lp->trim_churn < GW_LOOP_TRIM_CHURN || churn - last_tick > GW_LOOP_TRIM_QUIET)
+        return;
+    lp->trim_churn = churn;
+#ifdef __GLIBC__
+    uint64_t t0_ms = nl_wall_ms();
+    int is_trimmed = malloc_trim(0);
+    NL_LOG(NL_DEBUG, "heap_trimmed", "loop=%u churn=%" PRIu64 " released=%d ms=%" PRIu64,
+           lp->fo.index, churn - last_tick, is_trimmed, nl_wall_ms() - t0_ms);
+#endif
+}
+
+static int loop_start_trim(gw_loop_t *lp)
+{
+    int err = nl_timer_new(&lp->trim_timer, lp->fo.loop, loop_on_trim_tick, lp);
+    if (err == 0)
+        err = nl_timer_start(lp->trim_timer, GW_LOOP_TRIM_TICK_MS, GW_LOOP_TRIM_TICK_MS);
+    if (err < 0 && lp->trim_timer) {
+        nl_timer_close(lp->trim_timer, NULL);
+        lp->trim_timer = NULL;
+    }
+    return err;
+}
+
 /* On the new IO thread, before its loop runs. */
 static int loop_setup(nl_loop_t *loop, gw_loop_t *lp, uint32_t index)
 {
@@ -102,10 +168,16 @@ static int loop_setup(nl_loop_t *loop, gw_loop_t *lp, uint32_t index)
     err = loop_start_refresh(lp);
     if (err < 0)
         goto fail_presence;
-    err = nl_loop_add_before_sleep(loop, loop_before_sleep, lp);
+    err = loop_start_trim(lp);
     if (err < 0)
         goto fail_refresh;
+    err = nl_loop_add_before_sleep(loop, loop_before_sleep, lp);
+    if (err < 0)
+        goto fail_trim;
     return 0;
+fail_trim:
+    nl_timer_close(lp->trim_timer, NULL);
+    lp->trim_timer = NULL;
 fail_refresh:
     nl_timer_close(lp->refresh_timer, NULL);
     lp->refresh_timer = NULL;
@@ -155,6 +227,10 @@ void gw_loop_on_stop(nl_loop_t *loop, void *arg)
         lp->evgate_timer = NULL;
     }
     gw_evgate_deinit(&lp->evgate);
+    if (lp->trim_timer) {
+        nl_timer_close(lp->trim_timer, NULL);
+        lp->trim_timer = NULL;
+    }
     gw_presence_loop_deinit(&lp->presence);
     gw_heartbeat_deinit(&lp->hb);
     gw_session_preauth_deinit(lp);
