@@ -41,6 +41,7 @@ static void loop_before_sleep(nl_loop_t *loop, void *arg)
     /* Input that waited for an answer sent this iteration goes first: what it publishes leaves
      * with this flush. */
     gw_session_flow_run(lp);
+    lp->auth_unflushed = 0; /* the connections' output is written right after this hook */
     gw_fanout_flush(&lp->fo);
     gw_fanout_flush_done(&lp->fo);
     lp->node->engine->ops->tick(lp->node->engine, lp->fo.index);

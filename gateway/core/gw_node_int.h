@@ -81,6 +81,7 @@ struct gw_loop_s {
     gw_drain_t drain;          /* the spread-out disconnects of a drain */
     gw_stats_t stats;          /* the sessions' counters */
     nl_arena_t auth_arena;     /* Connects being verified (gw_session_auth.c) */
+    uint32_t auth_unflushed;   /* verdicts answered since the last flush (gw_session_auth.c) */
     nl_timer_t *trim_timer;    /* the heap trim after a burst (gw_loop.c) */
     uint64_t trim_churn;       /* loop_churn at the last trim */
     uint64_t trim_tick_churn;  /* loop_churn at the last tick */
