@@ -32,6 +32,10 @@
 #define LG_GROUPS_MAX 100000       /* groups:K */
 #define LG_PAYLOAD_MIN 8           /* the send timestamp */
 #define LG_PAYLOAD_MAX (60 * 1024) /* under herald's default 64 KiB frame limit */
+/* herald's default per-connection publish limit (PROTOCOL.md section 13): a bucket of this
+ * many publishes, refilled at this many a second; past it, Error{RATE_LIMITED}. */
+#define LG_HERALD_PUBLISH_BURST 200
+#define LG_HERALD_PUBLISH_RATE 100
 
 /* Which channel an active client publishes to, and what the fleet subscribes to. */
 typedef enum lg_pattern_e {

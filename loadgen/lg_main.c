@@ -89,6 +89,29 @@ static void check_ports(const lg_config_t *cfg)
                 per_source, ports, lo, hi, 1 + (lg_config_clients(cfg) + ports - 1) / ports);
 }
 
+/* Warns when each active client is to publish faster than herald lets one connection by
+ * default: past the burst most of its publishes would be refused RATE_LIMITED, and the run
+ * would measure the limit, not the server. */
+static void check_publish_rate(const lg_config_t *cfg)
+{
+    if (cfg->is_publish_http || cfg->active_count == 0)
+        return;
+    double fleet = lg_config_fleet_rate(cfg);
+    double per_client = fleet / cfg->active_count;
+    if (per_client <= LG_HERALD_PUBLISH_RATE)
+        return;
+    unsigned long long clients = (unsigned long long)(fleet / LG_HERALD_PUBLISH_RATE);
+    if ((double)clients * LG_HERALD_PUBLISH_RATE < fleet)
+        clients++;
+    fprintf(stderr,
+            "herald-loadgen: warning: %.0f publishes/s per active client is above herald's "
+            "default per-connection limit (%d/s after a burst of %d; PROTOCOL.md section 13): "
+            "past the burst most publishes are answered RATE_LIMITED. Start herald with "
+            "--publish-rate 0 (or at least %.0f), or spread the rate over more --active clients "
+            "(at least %llu).\n",
+            per_client, LG_HERALD_PUBLISH_RATE, LG_HERALD_PUBLISH_BURST, per_client, clients);
+}
+
 static int run(const lg_config_t *cfg)
 {
     lg_result_t *r = calloc(1, sizeof(*r));
@@ -151,5 +174,6 @@ int main(int argc, char **argv)
     if (ensure_fd_limit(&cfg) < 0)
         return EXIT_USAGE;
     check_ports(&cfg);
+    check_publish_rate(&cfg);
     return run(&cfg);
 }

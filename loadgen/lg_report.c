@@ -53,6 +53,15 @@ static void print_reasons(FILE *out, const lg_reason_list_t *l)
     fputc('\n', out);
 }
 
+/* The count of one reason (an Error code's name) in l, 0 when absent. */
+static uint64_t reasons_count(const lg_reason_list_t *l, const char *name)
+{
+    for (size_t i = 0; i < l->len; i++)
+        if (strcmp(l->names[i], name) == 0)
+            return l->counts[i];
+    return 0;
+}
+
 static void print_latency(FILE *out, const char *label, const nl_hist_t *h)
 {
     nl_hist_summary_t s;
@@ -83,6 +92,15 @@ static void summary_fleet(FILE *out, const lg_config_t *cfg, const lg_result_t *
     print_reasons(out, &t->disconnect_reasons);
     fprintf(out, "  %-17s %llu", "error frames", (unsigned long long)t->errors);
     print_reasons(out, &t->error_reasons);
+    uint64_t limited = reasons_count(&t->error_reasons, "RATE_LIMITED");
+    if (limited > 0)
+        fprintf(out,
+                "  %-17s %llu publishes were refused RATE_LIMITED: herald's per-connection "
+                "publish limit (publish_rate, by default %d/s after a burst of %d) is below "
+                "the rate asked of each active client; run herald with --publish-rate 0 or use "
+                "more --active clients\n",
+                "note", (unsigned long long)limited, LG_HERALD_PUBLISH_RATE,
+                LG_HERALD_PUBLISH_BURST);
     fprintf(out, "  %-17s %llu pings, %llu pongs\n", "heartbeats", (unsigned long long)t->pings,
             (unsigned long long)t->pongs);
 }

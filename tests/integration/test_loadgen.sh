@@ -22,6 +22,9 @@
 #      carriage return at most 4 times a second, with the time left, never wider than the
 #      terminal; with stderr a file the default (auto) keeps the plain per-second lines and
 #      writes no carriage return.
+#  11. one active client publishing 400/s against herald's default per-connection limit
+#      (100/s after a burst of 200): a warning before the run names the limit and the way
+#      out, publishes past the burst are answered RATE_LIMITED, and the summary says why.
 #
 # herald runs on free loopback ports (port 0; the ev=listening line names them)
 # and is stopped by PID. Usage: test_loadgen.sh HERALD LOADGEN
@@ -175,6 +178,22 @@ assert dl["deliveries"] == p["ok"] * 24 and dl["expected"] == dl["deliveries"] >
 assert dl["lost"] == 0 and dl["missing"] == 0 and dl["duplicates"] == 0, dl
 '
 echo "ok 4 --publish-via http: every delivery made"
+
+# 11. Faster than herald's default publish limit lets one connection: said, not silent.
+rc=0
+"$loadgen" --port "$port" --insecure --active 1 --rate 400 --duration 1 --progress none \
+    --json "$work/limited.json" >"$work/limited.txt" 2>"$work/run.err" || rc=$?
+[ "$rc" -eq 0 ] || fail "rate-limited run exited $rc"
+grep -q 'warning: 400 publishes/s per active client is above herald.s default per-connection limit (100/s after a burst of 200' \
+    "$work/run.err" || fail "no warning about the publish limit before the run"
+grep -q 'publishes were refused RATE_LIMITED: herald.s per-connection publish limit' \
+    "$work/limited.txt" || fail "the summary does not say why publishes failed"
+check_json "$work/limited.json" '
+p, e = d["publish"], d["errors"]["by_code"]
+# The bucket lets the first 200 through at once, then 100 a second: at most about 300 of 400.
+assert 200 <= p["ok"] <= 320 and p["errors"] == e.get("RATE_LIMITED", 0) > 0, (p, e)
+'
+echo "ok 11 400 publishes/s on one connection: warned, RATE_LIMITED counted and explained"
 
 # 5. Nothing listens any more: every connect is refused, the run fails with status 3.
 stop_herald
