@@ -8,8 +8,9 @@
  * process as it stands after its listening line, with no connection, no admin request and
  * no warm-up. Then --procs client processes each open their share of --conns connections,
  * authenticate, subscribe to "user:<i>" and to "shared", and report ready. With every
- * connection in place herald's VmRSS is read again, then once more --settle-ms later (the
- * figure printed: what idle connections keep for good, after the loops' once-a-second trims),
+ * connection in place herald's VmRSS is read again, then once more --settle-ms (3 s) later:
+ * the figure printed, what idle connections keep for good (herald's IO loops trim the heap in
+ * the second after a burst of connections ends; 3 s leaves room for it),
  * /metrics is checked (connections, subscriptions), the clients are released and herald stops.
  *
  * Patterns:
@@ -474,7 +475,7 @@ static int run_matrix(const opts_t *o)
 
 int main(int argc, char **argv)
 {
-    opts_t o = {.conns = 19000, .procs = 2, .settle_ms = 2000, .repeat = 1};
+    opts_t o = {.conns = 19000, .procs = 2, .settle_ms = 3000, .repeat = 1};
     parse_opts(argc, argv, &o);
     if (o.is_matrix)
         return run_matrix(&o);
