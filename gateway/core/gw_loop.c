@@ -12,13 +12,13 @@
  * between the sessions that stay), which malloc keeps resident. Once a second each loop looks
  * at its churn (connections accepted and closed, Connect, Subscribe and Unsubscribe frames):
  * after at least GW_LOOP_TRIM_CHURN of it since the last trim, the first second with almost
- * none (GW_LOOP_TRIM_QUIET) calls malloc_trim(0), which hands the whole free pages inside the
- * heap back to the kernel. Idle connections are what a node holds most of the time, so this
- * is the memory they are charged; a steady trickle of churn trims about every thousand
- * events, and a busy loop not at all. A trim took 1 ms at 10,000 connections. Measured with
- * bench_gw_idle at 10,000 connections, RSS when all were set up against 2 s later: 10-16
- * bytes per idle connection back on one IO loop, 19-28 on two (more after clients that
- * pipeline Subscribe behind Connect).
+ * none (GW_LOOP_TRIM_QUIET) unmaps the loop's auth arena if it is empty (32 KiB) and calls
+ * malloc_trim(0), which hands the whole free pages inside the heap back to the kernel. Idle
+ * connections are what a node holds most of the time, so this is the memory they are charged; a
+ * steady trickle of churn trims about every thousand events, and a busy loop not at all. A trim
+ * took 1 ms at 10,000 connections. Measured with bench_gw_idle at 10,000 connections, RSS when all
+ * were set up against 2 s later: 10-16 bytes per idle connection back on one IO loop, 19-28 on two
+ * (more after clients that pipeline Subscribe behind Connect).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -108,6 +108,7 @@ static void loop_on_trim_tick(nl_timer_t *t, void *arg)
     if (churn - lp->trim_churn < GW_LOOP_TRIM_CHURN || churn - last_tick > GW_LOOP_TRIM_QUIET)
         return;
     lp->trim_churn = churn;
+    nl_arena_trim(&lp->auth_arena);
 #ifdef __GLIBC__
     uint64_t t0_ms = nl_wall_ms();
     int is_trimmed = malloc_trim(0);

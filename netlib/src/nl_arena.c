@@ -50,10 +50,17 @@ static void arena_unmap(nl_arena_t *a, nl__arena_chunk_t *c)
     a->chunks--;
 }
 
+void nl_arena_trim(nl_arena_t *a)
+{
+    if (a->cur && a->cur->live == 0) {
+        arena_unmap(a, a->cur);
+        a->cur = NULL;
+    }
+}
+
 void nl_arena_deinit(nl_arena_t *a)
 {
-    if (a->cur && a->cur->live == 0)
-        arena_unmap(a, a->cur);
+    nl_arena_trim(a);
     a->cur = NULL;
 }
 

@@ -1,7 +1,8 @@
 /*
  * test_nl_arena: nl_arena's chunks are mapped as allocations need them and unmapped by the
- * last free of each (but the current one, which is rewound and reused), so an arena that a
- * burst filled holds one chunk once the burst is over, whatever order its allocations went in;
+ * last free of each (but the current one, which is rewound and reused, and goes with
+ * nl_arena_trim), so an arena that a burst filled holds one chunk once the burst is over,
+ * whatever order its allocations went in;
  * allocations are 16-byte aligned and do not overlap; a large one comes from malloc.
  */
 #include <setjmp.h>
@@ -63,6 +64,15 @@ static void test_nl_arena_burst_gives_chunks_back(void **state)
     nl_arena_free(&a, again);
     assert_ptr_equal(nl_arena_alloc(&a, ITEM), again);
     nl_arena_free(&a, again);
+    /* Trimmed, the quiet arena holds nothing, and maps a chunk again when asked. */
+    nl_arena_trim(&a);
+    assert_int_equal(a.chunks, 0);
+    void *next = nl_arena_alloc(&a, ITEM);
+    assert_non_null(next);
+    assert_int_equal(a.chunks, 1);
+    nl_arena_trim(&a); /* a live allocation keeps its chunk */
+    assert_int_equal(a.chunks, 1);
+    nl_arena_free(&a, next);
     nl_arena_deinit(&a);
     assert_int_equal(a.chunks, 0);
     free(p);

@@ -11,7 +11,8 @@
  * idle connection, varying with the burst's timing. An arena carves allocations one after
  * another out of chunks mapped from the kernel (NL_ARENA_CHUNK bytes) and counts the live ones
  * in each chunk; a chunk whose last allocation is freed is unmapped, except the one being
- * carved, which starts over. So an idle arena holds at most one chunk, whatever the burst.
+ * carved, which starts over. So an idle arena holds at most one chunk, whatever the burst,
+ * and none after nl_arena_trim.
  * An allocation larger than a chunk comes from malloc.
  *
  * Thread: an arena belongs to one thread (an IO loop): nl_arena_alloc and nl_arena_free run
@@ -46,6 +47,12 @@ void nl_arena_init(nl_arena_t *a);
 /* Unmaps the current chunk if nothing in it is live. An arena with live allocations keeps
  * their chunks mapped (a bug in the caller; the memory is not reused). Thread: the owner's. */
 void nl_arena_deinit(nl_arena_t *a);
+
+/* Unmaps the current chunk if nothing in it is live, so an arena that went quiet after a
+ * burst holds nothing at all (the next allocation maps a chunk again). For an occasional
+ * housekeeping pass, not for every free: a trickle of allocations would map and unmap a chunk
+ * each. Thread: the owner's. */
+void nl_arena_trim(nl_arena_t *a);
 
 /* n bytes, aligned to 16, uninitialised. Returns NULL on ENOMEM (no chunk could be mapped,
  * or malloc failed for a large one). Thread: the owner's. Ownership: the caller's, freed with
