@@ -131,9 +131,21 @@ static void client_on_retry(nl_client_t *cl, int status, bool will_retry, uint64
     if (status == -ECANCELED || w->is_stopping || c->state == LG_CLIENT_STOPPED)
         return;
     lg_stats_add(&w->stats.connect_failures, 1);
-    lg_reasons_add(&w->stats.connect_reasons, nl_strerror(status));
+    /* A TLS or WebSocket handshake that failed said why just before (its errno says less). */
+    const char *reason = c->transport_reason ? c->transport_reason : nl_strerror(status);
+    c->transport_reason = NULL;
+    lg_reasons_add(&w->stats.connect_reasons, reason);
     if (will_retry)
         lg_stats_add(&w->stats.connect_attempts, 1);
+}
+
+void lg_client_transport_failed(nl_conn_t *conn, const char *reason)
+{
+    nl_client_t *cl = nl_client_of(conn);
+    if (!cl)
+        return;
+    lg_client_t *c = nl_client_arg(cl);
+    c->transport_reason = reason;
 }
 
 void lg_client_opts_init(nl_client_opts_t *opts, const lg_config_t *cfg)

@@ -64,10 +64,11 @@ enum { LG_SLOT_OWN = 0, LG_SLOT_SHARED = 1, LG_SLOTS = 2 };
 
 typedef struct lg_client_s {
     struct lg_worker_s *w;
-    nl_client_t *cl;             /* NULL before start and after stop */
-    nl_conn_t *conn;             /* the live connection, or NULL */
-    nl_wheel_entry_t wake_entry; /* the next Ping, or the retry after a refused handshake */
-    uint64_t start_ns;           /* when the current connect started (for connect time) */
+    nl_client_t *cl;              /* NULL before start and after stop */
+    nl_conn_t *conn;              /* the live connection, or NULL */
+    nl_wheel_entry_t wake_entry;  /* the next Ping, or the retry after a refused handshake */
+    const char *transport_reason; /* why the TLS/WebSocket handshake failed, for on_retry */
+    uint64_t start_ns;            /* when the current connect started (for connect time) */
     uint64_t last_offset[LG_SLOTS];
     uint32_t index;            /* position in the fleet, 0..clients-1; active when < active */
     uint32_t ping_interval_ms; /* from ConnectOk */
@@ -138,6 +139,10 @@ typedef struct lg_worker_s {
 /* Fills the nl_client options every client of cfg shares: target, timeouts, back-off,
  * reconnect, and this module's callbacks. Thread: any. */
 void lg_client_opts_init(nl_client_opts_t *opts, const lg_config_t *cfg);
+
+/* lg_transport's on_fail: remembers why c's TLS or WebSocket handshake failed, so that the
+ * failed attempt is counted under that reason rather than its errno. Thread: worker. */
+void lg_client_transport_failed(nl_conn_t *conn, const char *reason);
 
 /* Prepares client index (idle or active, its group) for worker w. Thread: before w runs. */
 void lg_client_init(lg_client_t *c, lg_worker_t *w, uint32_t index);

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 /* Long-only options get values above the char range. */
 enum {
@@ -51,6 +52,10 @@ enum {
     OPT_ADMIN_PORT,
     OPT_API_KEY,
     OPT_HTTP_CONNS,
+    OPT_TRANSPORT,
+    OPT_TLS_CA,
+    OPT_TLS_SERVER_NAME,
+    OPT_TLS_INSECURE,
     OPT_HELP,
 };
 
@@ -89,6 +94,10 @@ static const struct option lg_options[] = {
     {"admin-port", required_argument, NULL, OPT_ADMIN_PORT},
     {"api-key", required_argument, NULL, OPT_API_KEY},
     {"http-conns", required_argument, NULL, OPT_HTTP_CONNS},
+    {"transport", required_argument, NULL, OPT_TRANSPORT},
+    {"tls-ca", required_argument, NULL, OPT_TLS_CA},
+    {"tls-server-name", required_argument, NULL, OPT_TLS_SERVER_NAME},
+    {"tls-insecure", no_argument, NULL, OPT_TLS_INSECURE},
     {"help", no_argument, NULL, OPT_HELP},
     {NULL, 0, NULL, 0},
 };
@@ -352,6 +361,15 @@ static int apply_fleet_option(lg_config_t *cfg, int opt, const char *arg)
         return parse_u32(arg, 1, 256, &cfg->http_conns);
     case OPT_PREFIX:
         return prefix_is_valid(arg) ? copy_str(cfg->channel_prefix, LG_PREFIX_MAX, arg) : -EINVAL;
+    case OPT_TRANSPORT:
+        return lg_transport_parse(arg, &cfg->transport);
+    case OPT_TLS_CA:
+        return arg[0] ? copy_str(cfg->tls_ca, sizeof(cfg->tls_ca), arg) : -EINVAL;
+    case OPT_TLS_SERVER_NAME:
+        return arg[0] ? copy_str(cfg->tls_server_name, sizeof(cfg->tls_server_name), arg) : -EINVAL;
+    case OPT_TLS_INSECURE:
+        cfg->is_tls_insecure = true;
+        return 0;
     default:
         return -ENOENT;
     }
@@ -461,6 +479,21 @@ static int validate(const lg_config_t *cfg, FILE *err)
                      "--api-key)\n");
         bad++;
     }
+    bool has_tls_flags = cfg->tls_ca[0] || cfg->tls_server_name[0] || cfg->is_tls_insecure;
+    if (has_tls_flags && !lg_transport_is_tls(cfg->transport)) {
+        fprintf(err, "herald-loadgen: --tls-ca, --tls-server-name and --tls-insecure go with "
+                     "--transport tls or wss\n");
+        bad++;
+    }
+    if (cfg->is_tls_insecure && (cfg->tls_ca[0] || cfg->tls_server_name[0])) {
+        fprintf(err, "herald-loadgen: --tls-insecure checks nothing: give it without --tls-ca "
+                     "and --tls-server-name\n");
+        bad++;
+    }
+    if (cfg->tls_ca[0] && access(cfg->tls_ca, R_OK) != 0) {
+        fprintf(err, "herald-loadgen: --tls-ca %s: %s\n", cfg->tls_ca, strerror(errno));
+        bad++;
+    }
     if (cfg->drop_at_ms > 0 && cfg->drop_at_ms >= cfg->duration_ms) {
         fprintf(err, "herald-loadgen: --drop-at must fall inside --duration\n");
         bad++;
@@ -547,7 +580,18 @@ void lg_config_usage(FILE *out)
           "  --sources A-B[,C]      bind source addresses round robin, e.g.\n"
           "                         127.0.0.2-127.0.0.17 (each has its own ephemeral ports)\n"
           "  --id-base N            first client id; separate processes use disjoint ranges\n"
-          "  --connect-timeout D    per attempt (default 5s)\n"
+          "  --connect-timeout D    per attempt (default 5s); the TLS and WebSocket\n"
+          "                         handshakes that follow the TCP connect get as long again\n"
+          "\n"
+          "Transport (the same for every client):\n"
+          "  --transport T          tcp (default) | ws | tls | wss: --port is then herald's\n"
+          "                         [websocket] listen port for ws and wss, and herald runs\n"
+          "                         with [tls] cert_file and key_file for tls and wss\n"
+          "  --tls-ca FILE          PEM CA certificates the server's certificate must chain to\n"
+          "                         (default: the system's trust store)\n"
+          "  --tls-server-name N    the name the certificate must carry, sent as SNI unless it\n"
+          "                         is an address (default: --host)\n"
+          "  --tls-insecure         no certificate verification (never with real servers)\n"
           "\n"
           "Publishing (active clients):\n"
           "  --rate R               publishes/s per active client (default 1)\n"

@@ -23,6 +23,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "lg_transport.h"
+
 #define LG_HOST_MAX 64             /* a numeric address, NUL included */
 #define LG_SOURCES_MAX 256         /* --sources addresses */
 #define LG_SECRET_MAX 512          /* --secret bytes, NUL included */
@@ -51,13 +53,17 @@ typedef enum lg_config_action_e {
 } lg_config_action_t;
 
 typedef struct lg_config_s {
-    char host[LG_HOST_MAX]; /* default "127.0.0.1" */
-    uint16_t port;          /* default 7400 */
-    uint32_t idle_count;    /* --idle; default 0 */
-    uint32_t active_count;  /* --active; default 0 */
-    uint32_t threads;       /* --threads; default 1 */
-    uint32_t connect_rate;  /* --connect-rate, new connections per second in total; 0: no ramp */
-    uint32_t id_base;       /* --id-base: first client id, so several processes do not collide */
+    char host[LG_HOST_MAX];        /* default "127.0.0.1" */
+    uint16_t port;                 /* default 7400 */
+    lg_transport_kind_t transport; /* --transport tcp|ws|tls|wss; default tcp */
+    char tls_ca[LG_PATH_MAX];      /* --tls-ca FILE: CA certificates to trust; "": the system's */
+    char tls_server_name[LG_TRANSPORT_NAME_MAX]; /* --tls-server-name; "": --host */
+    bool is_tls_insecure;                        /* --tls-insecure: no certificate checks */
+    uint32_t idle_count;                         /* --idle; default 0 */
+    uint32_t active_count;                       /* --active; default 0 */
+    uint32_t threads;                            /* --threads; default 1 */
+    uint32_t connect_rate; /* --connect-rate, new connections per second in total; 0: no ramp */
+    uint32_t id_base;      /* --id-base: first client id, so several processes do not collide */
     char sources[LG_SOURCES_MAX][LG_HOST_MAX]; /* --sources; none: the kernel picks */
     uint32_t source_count;
 

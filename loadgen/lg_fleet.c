@@ -27,6 +27,7 @@
 #include "lg_http.h"
 #include "lg_progress.h"
 #include "lg_timeline.h"
+#include "lg_transport.h"
 #include "netlib/nl_common.h"
 #include "netlib/nl_loop_thread.h"
 #include "netlib/nl_signal.h"
@@ -59,7 +60,8 @@ typedef struct lg_fleet_s {
     lg_stats_t *stats[LG_THREADS_MAX];
     lg_totals_t *snap; /* scratch snapshot, reused every control tick */
     lg_progress_t progress;
-    lg_timeline_t *timeline; /* --report only; owned by the result */
+    lg_timeline_t *timeline;   /* --report only; owned by the result */
+    lg_transport_t *transport; /* every client's (--transport), shared by the threads */
 
     int phase;
     int signals;
@@ -283,6 +285,8 @@ static int worker_init(lg_fleet_t *f, lg_worker_t *w, uint32_t index)
     nl_buf_init(&w->scratch, 0);
     lg_stats_init(&w->stats);
     lg_client_opts_init(&w->client_opts, cfg);
+    w->client_opts.transport = lg_transport_ops(f->transport);
+    w->client_opts.transport_arg = f->transport;
     return nl_wheel_init(&w->wheel, WHEEL_TICK_MS, WHEEL_SLOTS, lg_client_wake, w, nl_now_ms());
 }
 
@@ -581,14 +585,33 @@ static int fleet_setup(lg_fleet_t *f)
     f->workers = calloc(f->worker_count, sizeof(*f->workers));
     if (!f->snap || !f->workers)
         return -ENOMEM;
+    const lg_config_t *cfg = f->cfg;
+    lg_transport_opts_t topts = {
+        .kind = cfg->transport,
+        .host = cfg->host,
+        .port = cfg->port,
+        .tls_ca_file = cfg->tls_ca,
+        .tls_server_name = cfg->tls_server_name,
+        .is_tls_insecure = cfg->is_tls_insecure,
+        .handshake_timeout_ms = cfg->connect_timeout_ms,
+        .on_fail = lg_client_transport_failed,
+    };
+    char err[512];
+    int rc = lg_transport_new(&f->transport, &topts, err, sizeof(err));
+    if (rc < 0) {
+        if (rc == -EINVAL)
+            fprintf(stderr, "herald-loadgen: --transport %s: %s\n",
+                    lg_transport_name(cfg->transport), err);
+        return rc;
+    }
     for (uint32_t i = 0; i < f->worker_count; i++) {
-        int rc = worker_init(f, &f->workers[i], i);
+        rc = worker_init(f, &f->workers[i], i);
         if (rc < 0)
             return rc;
         f->stats[i] = &f->workers[i].stats;
     }
     /* Signals go to the control loop's signalfd; threads started later inherit the mask. */
-    int rc = nl_signal_block(signums, 2);
+    rc = nl_signal_block(signums, 2);
     if (rc == 0)
         rc = nl_loop_new(&f->loop, NULL);
     if (rc == 0)
@@ -683,6 +706,7 @@ static void fleet_teardown(lg_fleet_t *f)
     }
     free(f->workers);
     free(f->snap);
+    lg_transport_free(f->transport);
     free(f);
 }
 

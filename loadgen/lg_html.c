@@ -128,7 +128,8 @@ static void settings_table(FILE *out, const lg_config_t *cfg)
 {
     char pattern[32];
     fputs("<h2>Settings</h2>\n<table class=\"settings\">\n", out);
-    setting(out, "target", "%s:%u (client port)%s", cfg->host, cfg->port,
+    setting(out, "target", "%s:%u over %s%s", cfg->host, cfg->port,
+            lg_transport_name(cfg->transport),
             cfg->is_insecure ? ", herald --insecure" : ", tokens signed with --secret");
     setting(out, "clients", "%u idle + %u active = %u, on %u loadgen thread%s", cfg->idle_count,
             cfg->active_count, lg_config_clients(cfg), cfg->threads, cfg->threads == 1 ? "" : "s");

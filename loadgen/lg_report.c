@@ -75,10 +75,10 @@ static void summary_fleet(FILE *out, const lg_config_t *cfg, const lg_result_t *
 {
     const lg_totals_t *t = &r->totals;
     char pattern[32];
-    fprintf(out, "  %-17s %s:%u, %u thread%s, pattern %s, %u-byte payloads%s\n", "target",
-            cfg->host, cfg->port, cfg->threads, cfg->threads == 1 ? "" : "s",
-            lg_config_pattern_str(cfg, pattern, sizeof(pattern)), cfg->payload_bytes,
-            cfg->is_publish_http ? ", published via POST /api/publish" : "");
+    fprintf(out, "  %-17s %s:%u over %s, %u thread%s, pattern %s, %u-byte payloads%s\n", "target",
+            cfg->host, cfg->port, lg_transport_name(cfg->transport), cfg->threads,
+            cfg->threads == 1 ? "" : "s", lg_config_pattern_str(cfg, pattern, sizeof(pattern)),
+            cfg->payload_bytes, cfg->is_publish_http ? ", published via POST /api/publish" : "");
     fprintf(out, "  %-17s %u idle + %u active = %u; %llu ready when measuring began\n", "clients",
             cfg->idle_count, cfg->active_count, lg_config_clients(cfg),
             (unsigned long long)r->ready_at_start);
@@ -105,7 +105,7 @@ static void summary_fleet(FILE *out, const lg_config_t *cfg, const lg_result_t *
             (unsigned long long)t->pongs);
 }
 
-static void summary_traffic(FILE *out, const lg_result_t *r)
+static void summary_traffic(FILE *out, const lg_config_t *cfg, const lg_result_t *r)
 {
     const lg_totals_t *t = &r->totals;
     fprintf(out, "  %-17s %.2f s\n", "measured phase", (double)r->measure_ns / 1e9);
@@ -120,7 +120,11 @@ static void summary_traffic(FILE *out, const lg_result_t *r)
             (unsigned long long)t->deliveries, (unsigned long long)t->expected,
             r->is_expected_exact ? "exact" : "approximate: clients came and went",
             per_s(r->deliveries_in_window, r->measure_ns));
-    print_latency(out, "latency arrival", &t->latency_arrival_ns);
+    if (cfg->transport == LG_TRANSPORT_TCP)
+        print_latency(out, "latency arrival", &t->latency_arrival_ns);
+    else /* the transport reads the socket: netlib has no kernel receive stamp to give */
+        fprintf(out, "  %-17s not measured over %s (kernel receive stamps: tcp only)\n",
+                "latency arrival", lg_transport_name(cfg->transport));
     print_latency(out, "latency processed", &t->latency_ns);
     fprintf(out, "  %-17s lost %llu (%.4f%%), offset gaps %llu, duplicates %llu%s\n", "loss",
             (unsigned long long)lg_report_lost(r), lg_report_loss_pct(r),
@@ -144,7 +148,7 @@ void lg_report_summary(FILE *out, const lg_config_t *cfg, const lg_result_t *r)
 {
     fprintf(out, "herald-loadgen summary%s\n", r->is_interrupted ? " (interrupted)" : "");
     summary_fleet(out, cfg, r);
-    summary_traffic(out, r);
+    summary_traffic(out, cfg, r);
     fprintf(out,
             "  %-17s process %.0f%% of a core; busiest thread %.0f%% in the measured phase%s\n",
             "loadgen cpu", r->cpu_process_pct, r->cpu_thread_max_pct,
@@ -240,13 +244,14 @@ static void json_config(FILE *out, const lg_config_t *cfg)
     fprintf(out, "  \"config\": {\"host\": ");
     json_string(out, cfg->host);
     fprintf(out,
-            ", \"port\": %u, \"idle\": %u, \"active\": %u, \"threads\": %u, "
+            ", \"port\": %u, \"transport\": \"%s\", \"idle\": %u, \"active\": %u, \"threads\": %u, "
             "\"connect_rate\": %u, \"sources\": %u, \"pattern\": \"%s\", \"idle_shared\": %s, "
             "\"payload_bytes\": %u, \"rate_per_client\": %.3f, \"total_rate\": %.3f, "
             "\"fleet_rate\": %.3f, \"publish_via\": \"%s\", \"duration_ms\": %llu, "
             "\"drop_at_ms\": %llu, \"drop_fraction\": %.3f},\n",
-            cfg->port, cfg->idle_count, cfg->active_count, cfg->threads, cfg->connect_rate,
-            cfg->source_count, lg_config_pattern_str(cfg, pattern, sizeof(pattern)),
+            cfg->port, lg_transport_name(cfg->transport), cfg->idle_count, cfg->active_count,
+            cfg->threads, cfg->connect_rate, cfg->source_count,
+            lg_config_pattern_str(cfg, pattern, sizeof(pattern)),
             cfg->is_idle_shared ? "true" : "false", cfg->payload_bytes, cfg->rate_per_client,
             cfg->total_rate, lg_config_fleet_rate(cfg), cfg->is_publish_http ? "http" : "client",
             (unsigned long long)cfg->duration_ms, (unsigned long long)cfg->drop_at_ms,

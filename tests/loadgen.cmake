@@ -11,6 +11,16 @@ if(TARGET herald-loadgen AND EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_lg_wir
     endif()
 endif()
 
+# The WebSocket client's frames, masking and handshake checks (loadgen/lg_ws.c; its transport
+# half links lg_tls.c and lg_transport.c, run against a real herald by test_loadgen.sh).
+if(TARGET herald-loadgen AND EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_lg_ws.c)
+    find_package(OpenSSL REQUIRED COMPONENTS Crypto SSL)
+    herald_test(test_lg_ws SOURCES unit/test_lg_ws.c ${PROJECT_SOURCE_DIR}/loadgen/lg_ws.c
+                ${PROJECT_SOURCE_DIR}/loadgen/lg_tls.c ${PROJECT_SOURCE_DIR}/loadgen/lg_transport.c
+                LIBS netlib proto OpenSSL::SSL OpenSSL::Crypto LABELS unit)
+    target_include_directories(test_lg_ws PRIVATE ${PROJECT_SOURCE_DIR}/loadgen)
+endif()
+
 # loadgen's own HS256 signer against herald's verifier (gw_token_verify): two independent
 # implementations of PROTOCOL.md section 8 that must agree. The gateway is linked only here;
 # herald-loadgen itself does not link it.
@@ -34,6 +44,16 @@ if(TARGET herald AND TARGET herald-loadgen
                "UBSAN_OPTIONS=print_stacktrace=1 halt_on_error=1" "ASAN_OPTIONS=detect_leaks=1")
     set_tests_properties(test_loadgen PROPERTIES TIMEOUT 120 LABELS "integration;threaded"
                          ENVIRONMENT "${lg_env}")
+
+    # --transport ws, tls and wss against herald's WebSocket and TLS listeners, with a test CA
+    # made by openssl(1); and the certificates loadgen must refuse.
+    if(EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/integration/test_loadgen_transport.sh)
+        add_test(NAME test_loadgen_transport
+                 COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/integration/test_loadgen_transport.sh
+                         $<TARGET_FILE:herald> $<TARGET_FILE:herald-loadgen>)
+        set_tests_properties(test_loadgen_transport PROPERTIES TIMEOUT 240
+                             LABELS "integration;threaded" ENVIRONMENT "${lg_env}")
+    endif()
 
     # The --report page in Debian's headless Chromium (tests/browser, puppeteer-core): its
     # charts must hold the run's numbers. The page and its screenshot stay in the build tree

@@ -19,7 +19,8 @@
 # (exit 1); a setup failure (redis-server or a node not starting) exits 2.
 #
 # Usage: loadgen/scenarios/cluster-100k.sh [--count N] [--nodes K] [--hold S] [--rate R]
-#            [--active M] [--connect-rate R] [--build DIR] [--pin]
+#            [--active M] [--connect-rate R] [--transport tcp|ws|tls|wss] [--build DIR]
+#            [--pin]
 source "$(dirname "$0")/lib.sh"
 # Some fourteen processes share the two CPUs, so nothing is pinned by default (--pin puts herald
 # and redis-server on CPU 0, the loadgens on CPU 1).
@@ -196,8 +197,8 @@ loadgen_start() { # name k flags...
     local name=$1 k=$2
     shift 2
     # shellcheck disable=SC2046
-    timeout -k 10 "$bound_s" $(pin 1) "$LOADGEN" --port "${NODE_PORTS[$k]}" --insecure \
-        --pattern broadcast --progress plain --quiet --json "$WORK/$name.json" "$@" \
+    timeout -k 10 "$bound_s" $(pin 1) "$LOADGEN" "${LG_TRANSPORT[@]}" \
+        --port "${NODE_PORTS[$k]}" --insecure --pattern broadcast --progress plain --quiet --json "$WORK/$name.json" "$@" \
         2>"$WORK/$name.log" &
     LOADGEN_PIDS+=($!)
 }

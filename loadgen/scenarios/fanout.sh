@@ -10,7 +10,7 @@
 # says more about the generator than about herald).
 #
 # Usage: loadgen/scenarios/fanout.sh [--subscribers N] [--step S] [--rates "10 20 50 ..."]
-#                                    [--build DIR] [--no-pin]
+#                                    [--transport tcp|ws|tls|wss] [--build DIR] [--no-pin]
 source "$(dirname "$0")/lib.sh"
 scenario_init "$@"
 
@@ -40,9 +40,9 @@ for rate in $rates; do
     t0=$(herald_cpu_ticks) n0=$(now_ns)
     status=0
     # shellcheck disable=SC2046
-    $(pin 1) "$LOADGEN" --port "$HERALD_PORT" --insecure --idle "$subs" --idle-shared \
-        --active "$publishers" --pattern broadcast --total-rate "$rate" --duration "$step" \
-        --connect-rate 10000 --threads 1 --drain 5 --progress none --quiet --json "$json" \
+    $(pin 1) "$LOADGEN" "${LG_TRANSPORT[@]}" --port "$HERALD_PORT" --insecure --idle "$subs" \
+        --idle-shared --active "$publishers" --pattern broadcast --total-rate "$rate" \
+        --duration "$step" --connect-rate 10000 --threads 1 --drain 5 --progress none --quiet --json "$json" \
         2>>"$WORK/loadgen.log" || status=$?
     t1=$(herald_cpu_ticks) n1=$(now_ns)
     [ -s "$json" ] || { cat "$WORK/loadgen.log" >&2; die "loadgen failed (status $status)"; }

@@ -9,7 +9,8 @@
 # spreads the ephemeral ports. The connections are held for --hold seconds (heartbeating at the
 # interval herald announces).
 #
-# Usage: loadgen/scenarios/idle-max.sh [--count N] [--hold S] [--build DIR] [--no-pin]
+# Usage: loadgen/scenarios/idle-max.sh [--count N] [--hold S] [--transport tcp|ws|tls|wss]
+#                                      [--build DIR] [--no-pin]
 source "$(dirname "$0")/lib.sh"
 scenario_init "$@"
 
@@ -34,8 +35,9 @@ for k in $(seq 0 $((procs - 1))); do
     n=$((count / procs + (k < count % procs ? 1 : 0)))
     src="127.0.0.$((2 + 8 * k))-127.0.0.$((9 + 8 * k))"
     # shellcheck disable=SC2046
-    $(pin 1) "$LOADGEN" --port "$HERALD_PORT" --insecure --idle "$n" --id-base $((k * per_proc)) \
-        --sources "$src" --connect-rate 3000 --ramp-timeout 120 --duration "$hold" \
+    $(pin 1) "$LOADGEN" "${LG_TRANSPORT[@]}" --port "$HERALD_PORT" --insecure --idle "$n" \
+        --id-base $((k * per_proc)) --sources "$src" --connect-rate 3000 --ramp-timeout 120 \
+        --duration "$hold" \
         --progress plain --quiet --json "$WORK/idle-$k.json" 2>"$WORK/idle-$k.log" &
     LOADGEN_PIDS+=($!)
 done

@@ -3,9 +3,11 @@
 # herald on free loopback ports, reads its RSS and CPU from /proc, pins processes to CPUs.
 #
 # After `scenario_init "$@"` the caller has: $BUILD (build directory), $HERALD and $LOADGEN
-# (binaries), $WORK (a temporary directory removed on exit), and ARGS (the arguments the
-# library did not take). `herald_start [flags...]` sets $HERALD_PID, $HERALD_PORT and
-# $HERALD_ADMIN_PORT. A script that starts more processes of its own (several nodes, a
+# (binaries), $WORK (a temporary directory removed on exit), ARGS (the arguments the library
+# did not take), $TRANSPORT (--transport tcp|ws|tls|wss, default tcp) and LG_TRANSPORT (the
+# herald-loadgen flags for it, to put in every loadgen command: "${LG_TRANSPORT[@]}").
+# `herald_start [flags...]` sets $HERALD_PID, $HERALD_PORT (the port the clients use: the
+# WebSocket listener's for ws and wss) and $HERALD_ADMIN_PORT. A script that starts more processes of its own (several nodes, a
 # redis-server) defines scenario_on_exit, which the exit trap runs after stopping the loadgens.
 
 set -euo pipefail
@@ -25,9 +27,10 @@ die() {
     exit 2
 }
 
-# Parses --build DIR, --no-pin and --pin; leaves the rest in ARGS.
+# Parses --build DIR, --no-pin, --pin and --transport T; leaves the rest in ARGS.
 scenario_init() {
     BUILD="$REPO/build/release"
+    TRANSPORT=tcp
     ARGS=()
     while [ $# -gt 0 ]; do
         case "$1" in
@@ -35,9 +38,15 @@ scenario_init() {
         --build=*) BUILD=$(cd "${1#--build=}" && pwd); shift ;;
         --no-pin) PIN=0; shift ;;
         --pin) PIN=1; shift ;;
+        --transport) TRANSPORT=$2; shift 2 ;;
+        --transport=*) TRANSPORT=${1#--transport=}; shift ;;
         *) ARGS+=("$1"); shift ;;
         esac
     done
+    case "$TRANSPORT" in
+    tcp | ws | tls | wss) ;;
+    *) die "--transport $TRANSPORT: tcp, ws, tls or wss" ;;
+    esac
     HERALD="$BUILD/gateway/herald"
     LOADGEN="$BUILD/loadgen/herald-loadgen"
     [ -x "$HERALD" ] || die "no herald at $HERALD: build first (cmake -S . -B $BUILD && cmake --build $BUILD) or give --build DIR"
@@ -48,6 +57,27 @@ scenario_init() {
     trap 'exit 130' INT TERM
     # Both herald and loadgen hold one descriptor per connection; take the whole hard limit.
     ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
+    transport_init
+}
+
+# herald's flags and loadgen's for $TRANSPORT: a WebSocket listener for ws and wss; for tls
+# and wss a test CA made here (tests/integration/test_ca.sh), herald serving its certificate
+# and loadgen verifying against it.
+transport_init() {
+    HERALD_TRANSPORT=()
+    LG_TRANSPORT=(--transport "$TRANSPORT")
+    case "$TRANSPORT" in
+    ws | wss) HERALD_TRANSPORT+=(--ws-listen 127.0.0.1:0) ;;
+    esac
+    case "$TRANSPORT" in
+    tls | wss)
+        # shellcheck source=../../tests/integration/test_ca.sh
+        source "$REPO/tests/integration/test_ca.sh"
+        make_test_ca "$WORK/ca" || die "openssl could not make a test CA"
+        HERALD_TRANSPORT+=(--tls-cert "$WORK/ca/server.pem" --tls-key "$WORK/ca/server.key")
+        LG_TRANSPORT+=(--tls-ca "$WORK/ca/ca.pem")
+        ;;
+    esac
 }
 
 scenario_cleanup() {
@@ -71,15 +101,17 @@ pin() { # cpu
 
 # Starts herald in insecure mode on free loopback ports with the given extra flags, prefixed
 # by $SCN_HERALD_PREFIX (e.g. a taskset), and waits for its ev=listening line; its log goes to
-# $WORK/NAME.log. Sets SPAWN_PID (the process started: herald, or the prefix's command when
-# that runs herald as a child), SPAWN_PORT and SPAWN_ADMIN_PORT.
+# $WORK/NAME.log; with the listeners $TRANSPORT needs (transport_init). Sets SPAWN_PID (the
+# process started: herald, or the prefix's command when that runs herald as a child),
+# SPAWN_PORT (the clients' port: the WebSocket listener's for ws and wss) and
+# SPAWN_ADMIN_PORT.
 herald_spawn() { # name [flags...]
     local name=$1 line
     shift
     mkfifo "$WORK/$name.fifo"
     # shellcheck disable=SC2086
-    ${SCN_HERALD_PREFIX:-} "$HERALD" --listen 127.0.0.1:0 --admin 127.0.0.1:0 --insecure "$@" \
-        2>"$WORK/$name.fifo" &
+    ${SCN_HERALD_PREFIX:-} "$HERALD" --listen 127.0.0.1:0 --admin 127.0.0.1:0 --insecure \
+        "${HERALD_TRANSPORT[@]+"${HERALD_TRANSPORT[@]}"}" "$@" 2>"$WORK/$name.fifo" &
     SPAWN_PID=$!
     exec 7<"$WORK/$name.fifo"
     SPAWN_PORT="" SPAWN_ADMIN_PORT=""
@@ -88,6 +120,10 @@ herald_spawn() { # name [flags...]
         if [[ $line =~ ev=listening.*[[:space:]]port=([0-9]+) ]]; then
             SPAWN_PORT=${BASH_REMATCH[1]}
             [[ $line =~ admin_port=([0-9]+) ]] && SPAWN_ADMIN_PORT=${BASH_REMATCH[1]}
+            if [[ $TRANSPORT == ws* ]]; then
+                SPAWN_PORT=""
+                [[ $line =~ ws_port=([0-9]+) ]] && SPAWN_PORT=${BASH_REMATCH[1]}
+            fi
             break
         fi
     done

@@ -6,7 +6,7 @@
 # "history not yet available" until herald keeps channel history (a later issue).
 #
 # Usage: loadgen/scenarios/reconnect-storm.sh [--clients N] [--fraction F] [--build DIR]
-#                                             [--no-pin]
+#                                             [--transport tcp|ws|tls|wss] [--no-pin]
 source "$(dirname "$0")/lib.sh"
 scenario_init "$@"
 
@@ -27,8 +27,9 @@ echo "reconnect-storm: $clients idle + 100 active clients, $fraction of them dro
     "herald pid $HERALD_PID on 127.0.0.1:$HERALD_PORT" >&2
 status=0
 # shellcheck disable=SC2046
-$(pin 1) "$LOADGEN" --port "$HERALD_PORT" --insecure --idle "$clients" --active 100 --rate 1 \
-    --pattern broadcast --duration 15 --drop-at 5 --drop-fraction "$fraction" \
+$(pin 1) "$LOADGEN" "${LG_TRANSPORT[@]}" --port "$HERALD_PORT" --insecure --idle "$clients" \
+    --active 100 --rate 1 --pattern broadcast --duration 15 --drop-at 5 \
+    --drop-fraction "$fraction" \
     --connect-rate 5000 --threads 1 --json "$WORK/storm.json" || status=$?
 json_get "$WORK/storm.json" '"reconnect-storm: %d dropped; all back in %s ms; %d connect failures; messages lost on history channels: history %s" % (d["storm"]["dropped"], d["storm"]["recover_ms"] if d["storm"]["recover_ms"] is not None else "(never)", d["storm"]["connect_failures"], d["storm"]["history"])'
 herald_report "$rss0" "$ticks0" "$ns0"

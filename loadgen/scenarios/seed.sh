@@ -14,6 +14,7 @@
 # and CPU from /proc.
 #
 # Usage: loadgen/scenarios/seed.sh [--short] [--build DIR] [--pin] [--duration S]
+#                                  [--transport tcp|ws|tls|wss]
 #                                  [-- extra herald-loadgen flags, e.g. --max-p99 5ms]
 # Exit status: herald-loadgen's (1 when a threshold given after -- was broken).
 source "$(dirname "$0")/lib.sh"
@@ -41,8 +42,8 @@ echo "seed: $idle idle + $active active clients, $rate publishes/s (per-user), $
     "herald pid $HERALD_PID on 127.0.0.1:$HERALD_PORT" >&2
 status=0
 # shellcheck disable=SC2046
-$(pin 1) "$LOADGEN" --port "$HERALD_PORT" --insecure --idle "$idle" --active "$active" \
-    --total-rate "$rate" --pattern per-user --size 64 --duration "$duration" \
+$(pin 1) "$LOADGEN" "${LG_TRANSPORT[@]}" --port "$HERALD_PORT" --insecure --idle "$idle" \
+    --active "$active" --total-rate "$rate" --pattern per-user --size 64 --duration "$duration" \
     --connect-rate "$connect_rate" --threads 1 --drain 10 --json "$WORK/seed.json" \
     "${extra[@]+"${extra[@]}"}" || status=$?
 herald_report "$rss0" "$ticks0" "$ns0"

@@ -3,8 +3,8 @@
 #   herald  the herald binary     work  a scratch directory (herald.log goes there)
 #   fail    a function that prints its arguments and the logs, and exits 1
 # herald listens on free loopback ports (port 0; its ev=listening line names them) and is
-# stopped by PID. start_herald sets pid, port and admin_port; reap_herald leaves herald's exit
-# status in st.
+# stopped by PID. start_herald sets pid, port, ws_port (empty without --ws-listen) and
+# admin_port; reap_herald leaves herald's exit status in st.
 pid=""
 log_pid=""
 
@@ -31,7 +31,7 @@ stop_herald() {
 }
 
 # Starts herald with the given flags and reads its listening line through a FIFO: no
-# sleeping, and a 20 s bound. Sets pid, port and admin_port.
+# sleeping, and a 20 s bound. Sets pid, port, ws_port and admin_port.
 start_herald() {
     rm -f "$work/herald.fifo"
     mkfifo "$work/herald.fifo"
@@ -42,9 +42,10 @@ start_herald() {
     port=""
     while IFS= read -r -t 20 line <&3; do
         echo "$line" >>"$work/herald.log"
-        if [[ $line =~ ev=listening.*[[:space:]]port=([0-9]+)[[:space:]]admin_port=([0-9]+) ]]; then
+        if [[ $line =~ ev=listening.*[[:space:]]port=([0-9]+)([[:space:]]ws_port=([0-9]+))?[[:space:]]admin_port=([0-9]+) ]]; then
             port=${BASH_REMATCH[1]}
-            admin_port=${BASH_REMATCH[2]}
+            ws_port=${BASH_REMATCH[3]}
+            admin_port=${BASH_REMATCH[4]}
             break
         fi
     done
