@@ -21,6 +21,7 @@ packages=(
     prometheus python3-yaml                                   # promtool; rules and compose files (deploy tests)
     haproxy                                                   # deploy/local-cluster.sh's load balancer
     chromium                                                  # browser tests, headless (clients/js, tests/browser)
+    libnss3-tools                                             # certutil: a test CA Chromium trusts (wss:// browser test)
     podman runc podman-compose                                # container tests: the image and compose stack
     golang-github-containernetworking-plugin-dnsname          # compose service names resolve (CNI backend)
     debootstrap debian-archive-keyring                        # deploy/make-base-image.sh: debian:12-slim

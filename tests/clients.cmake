@@ -34,3 +34,16 @@ herald_js_test(websocket LABEL unit)
 herald_js_test(browser LABEL integration TIMEOUT 120)
 herald_js_test(pubsub LABEL integration TIMEOUT 120)
 herald_js_test(recovery LABEL integration TIMEOUT 120)
+
+# clients/js in Debian's headless Chromium against real herald nodes over ws:// and wss:// (a
+# test CA in the NSS database of the HOME the browser runs with), subscribing with recovery,
+# through a SIGTERM drain and a node restarted on the same ports (tests/browser/
+# check_js_client.js). Screenshots stay in the build tree (tests/artifacts/js_client_*.png).
+if(EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/integration/test_browser_js_client.sh)
+    add_test(NAME test_browser_js_client
+             COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/integration/test_browser_js_client.sh
+                     $<TARGET_FILE:herald> ${CMAKE_CURRENT_SOURCE_DIR}/browser ${PROJECT_SOURCE_DIR}
+                     ${CMAKE_CURRENT_BINARY_DIR}/artifacts)
+    set_tests_properties(test_browser_js_client PROPERTIES TIMEOUT 180
+                         LABELS "browser;integration")
+endif()

@@ -32,8 +32,10 @@ const CHROMIUM_ARGS = [
 const TIMEOUT_MS = 30000;
 
 /* Starts Chromium with a fresh profile. Resolves to { browser, close }: close() ends the
- * browser and removes the profile, and is safe to call twice. */
-async function launch() {
+ * browser and removes the profile, and is safe to call twice. opts.env replaces the browser's
+ * environment (e.g. a HOME whose ~/.pki/nssdb trusts a test CA: Chromium on Linux takes
+ * certificate trust from the user's NSS database). */
+async function launch(opts = {}) {
   if (!fs.existsSync(CHROMIUM)) {
     throw new Error(`no Chromium at ${CHROMIUM}: run scripts/install-deps.sh (Debian package chromium)`);
   }
@@ -45,6 +47,7 @@ async function launch() {
       headless: true,
       args: [...CHROMIUM_ARGS, `--user-data-dir=${profile}`],
       timeout: TIMEOUT_MS,
+      ...(opts.env ? { env: opts.env } : {}),
     });
   } catch (err) {
     fs.rmSync(profile, { recursive: true, force: true });
