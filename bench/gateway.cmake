@@ -1,6 +1,7 @@
 # Issue 5's gateway figures (bench/RESULTS-gateway.md): idle memory per connection, broadcast
 # fan-out throughput (side by side with Redis pub/sub when redis-server is installed) and
-# light-load latency. Programs that print figures, never ctest cases (STYLE.md §9). They
+# light-load latency; issue 23's transports side by side (bench_gw_transport). Programs that print
+# figures, never ctest cases (STYLE.md §9). They
 # start herald themselves through the integration tests' harness and client.
 if(NOT TARGET herald OR NOT TARGET proto OR NOT TARGET gw_auth)
     return()
@@ -11,7 +12,7 @@ set(GW_BENCH_SUPPORT
     ${PROJECT_SOURCE_DIR}/tests/herald_http.c
     ${PROJECT_SOURCE_DIR}/tests/herald_client.c
     ${PROJECT_SOURCE_DIR}/tests/herald_fleet.c)
-foreach(b bench_gw_idle bench_gw_fanout bench_gw_recovery)
+foreach(b bench_gw_idle bench_gw_fanout bench_gw_recovery bench_gw_transport)
     if(EXISTS ${CMAKE_CURRENT_LIST_DIR}/${b}.c)
         # A program split over files keeps its parts as <name>_*.c next to <name>.c.
         file(GLOB parts ${CMAKE_CURRENT_LIST_DIR}/${b}_*.c)
@@ -21,6 +22,17 @@ foreach(b bench_gw_idle bench_gw_fanout bench_gw_recovery)
             # Reads Pushes in place with the load generator's tested, fuzzed wire reader.
             target_sources(${b} PRIVATE ${PROJECT_SOURCE_DIR}/loadgen/lg_wire.c)
             target_include_directories(${b} PRIVATE ${PROJECT_SOURCE_DIR}/loadgen)
+        endif()
+        if(b STREQUAL "bench_gw_transport")
+            # Its clients are herald-loadgen's own transports (client TLS, WebSocket).
+            find_package(OpenSSL REQUIRED COMPONENTS Crypto SSL)
+            target_sources(${b} PRIVATE ${PROJECT_SOURCE_DIR}/loadgen/lg_wire.c
+                           ${PROJECT_SOURCE_DIR}/loadgen/lg_tls.c
+                           ${PROJECT_SOURCE_DIR}/loadgen/lg_ws.c
+                           ${PROJECT_SOURCE_DIR}/loadgen/lg_transport.c)
+            target_include_directories(${b} PRIVATE ${PROJECT_SOURCE_DIR}/loadgen)
+            target_link_libraries(${b} PRIVATE OpenSSL::SSL OpenSSL::Crypto)
+            target_compile_definitions(${b} PRIVATE HERALD_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
         endif()
         target_compile_definitions(${b} PRIVATE HERALD_BIN="$<TARGET_FILE:herald>")
         target_link_libraries(${b} PRIVATE herald_build proto netlib gw_auth
