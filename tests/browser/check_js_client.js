@@ -120,13 +120,13 @@ async function startHerald(bin, args) {
   let log = '';
   const exited = new Promise((resolve) => child.on('exit', (code, signal) => resolve({ code, signal })));
   const m = await waitForOutput(child, 'stderr',
-    /ev=listening port=(\d+) ws_port=(\d+) admin_port=(\d+) .*tls=(on|off)/, 'herald');
+    /ev=listening port=(\d+) admin_port=(\d+) ws_port=(\d+) .*tls=(on|off)/, 'herald');
   child.stderr.on('data', (c) => (log += c));
   const h = {
     pid: child.pid,
     port: Number(m[1]),
-    wsPort: Number(m[2]),
-    adminPort: Number(m[3]),
+    adminPort: Number(m[2]),
+    wsPort: Number(m[3]),
     isTls: m[4] === 'on',
     exited,
     log: () => log,

@@ -42,10 +42,10 @@ start_herald() {
     port=""
     while IFS= read -r -t 20 line <&3; do
         echo "$line" >>"$work/herald.log"
-        if [[ $line =~ ev=listening.*[[:space:]]port=([0-9]+)([[:space:]]ws_port=([0-9]+))?[[:space:]]admin_port=([0-9]+) ]]; then
+        if [[ $line =~ ev=listening.*[[:space:]]port=([0-9]+)[[:space:]]admin_port=([0-9]+)([[:space:]]ws_port=([0-9]+))? ]]; then
             port=${BASH_REMATCH[1]}
-            ws_port=${BASH_REMATCH[3]}
-            admin_port=${BASH_REMATCH[4]}
+            admin_port=${BASH_REMATCH[2]}
+            ws_port=${BASH_REMATCH[4]}
             break
         fi
     done
