@@ -3,8 +3,12 @@
  * redis-server processes on loopback ports, stopped and killed by PID: commands and replies in
  * order; kill -9 mid-stream (every command in flight answered NULL exactly once, on_down, then
  * a reconnect once Redis is back); a Redis that hangs (SIGSTOP) hits the command timeout and
- * is treated as down; the bound on commands in flight; Redis down at start (retries with
- * backoff until it appears); free with commands in flight; and a loop that frees cleanly.
+ * is treated as down, while a slow one (a queue of DEBUG SLEEPs taking several timeouts in
+ * all, replies still coming) is not; the bound on commands in flight; Redis down at start
+ * (retries with backoff until it appears); free with commands in flight; AUTH (a wrong
+ * password retried, never up; the right one up); a list of addresses tried in turn; a link
+ * with no address until it is given one; a link moved to another server at once; and a loop
+ * that frees cleanly.
  *
  * The loop runs in the test's thread; waiting is running the loop until a condition holds or a
  * deadline passes (nl_loop_run_once blocks in epoll_wait, never in a sleep).
@@ -102,6 +106,17 @@ static void run_until_replies(fx_t *fx, size_t want)
             fail_msg("timed out waiting for replies (%zu of %zu)", fx->n_replies, want);
         assert_true(nl_loop_run_once(fx->loop, 50) >= 0);
     }
+}
+
+static void link_open_with(fx_t *fx, gw_redis_link_opts_t o)
+{
+    o.connect_timeout_ms = 1000;
+    o.backoff_min_ms = 20;
+    o.backoff_max_ms = 200;
+    o.on_up = on_up;
+    o.on_down = on_down;
+    o.arg = fx;
+    assert_int_equal(gw_redis_link_new(&fx->link, fx->loop, &o), 0);
 }
 
 static void link_open(fx_t *fx, uint32_t command_timeout_ms, uint32_t max_pending)
@@ -297,6 +312,141 @@ static void test_gw_redis_link_free_with_pending(void **state)
     test_redis_resume(&fx->redis);
 }
 
+/* A script that keeps Redis busy for 100 ms. It is padded far past Redis's 16 KiB read, so
+ * that Redis takes one or two per event-loop turn and answers them before it starts the next,
+ * as it does a busy node's queue (small commands arrive many per read, and their replies
+ * leave together at the end of the turn). */
+static char *busy_script(void)
+{
+    static const char body[] = "local function us() local t = redis.call('TIME') "
+                               "return t[1] * 1000000 + t[2] end "
+                               "local s = us() repeat until us() - s >= 100000 return 1 --";
+    size_t pad = 100000;
+    char *s = malloc(sizeof(body) + pad);
+    assert_non_null(s);
+    memcpy(s, body, sizeof(body) - 1);
+    memset(s + sizeof(body) - 1, 'x', pad);
+    s[sizeof(body) - 1 + pad] = '\0';
+    return s;
+}
+
+/* A slow Redis is not a dead one: fifteen 100 ms scripts queued at once take 1.5 s, three
+ * times the timeout, but replies keep arriving (every 100-200 ms), so the link stays up and
+ * every command is answered. The wait that counts is the oldest command's since the previous
+ * reply. (Counted from its sending, as before, the link went down after 500 ms.) */
+static void test_gw_redis_link_slow_is_not_dead(void **state)
+{
+    fx_t *fx = *state;
+    link_open(fx, 500, 0);
+    run_until(fx, &fx->ups, 1, "the connect");
+    char *script = busy_script();
+    int64_t t0 = now_ms();
+    for (int i = 0; i < 15; i++)
+        assert_int_equal(cmd(fx, "EVAL", script, "0"), 0);
+    free(script);
+    assert_int_equal(cmd(fx, "INCR", "n", NULL), 0);
+    run_until_replies(fx, 16);
+    assert_true(now_ms() - t0 >= 1500);
+    assert_int_equal(fx->replies[15], 1);
+    assert_int_equal(fx->n_null, 0);
+    assert_int_equal(fx->downs, 0);
+    gw_redis_link_stats_t st;
+    gw_redis_link_get_stats(fx->link, &st);
+    assert_int_equal(st.timeouts, 0);
+    assert_int_equal(st.disconnects, 0);
+    /* One command that alone outlasts the timeout is a Redis that answers nothing: down. */
+    assert_int_equal(cmd(fx, "DEBUG", "SLEEP", "1"), 0);
+    run_until(fx, &fx->downs, 1, "the timeout");
+    assert_int_equal(fx->last_down_err, -ETIMEDOUT);
+    run_until(fx, &fx->ups, 2, "the reconnect");
+}
+
+/* AUTH before on_up: a wrong password is refused (never up, retried), the right one works. */
+static void test_gw_redis_link_auth(void **state)
+{
+    fx_t *fx = *state;
+    test_redis_kill(&fx->redis);
+    static const char *const pass[] = {"--requirepass", "s3cret-pass", NULL};
+    assert_int_equal(test_redis_start_args(&fx->redis, 0, pass), 0);
+    link_open_with(fx, (gw_redis_link_opts_t){
+                           .host = "127.0.0.1", .port = fx->redis.port, .password = "wrong"});
+    gw_redis_link_stats_t st;
+    int64_t deadline = now_ms() + WAIT_MS;
+    do {
+        assert_true(now_ms() < deadline);
+        assert_true(nl_loop_run_once(fx->loop, 50) >= 0);
+        gw_redis_link_get_stats(fx->link, &st);
+    } while (st.auth_failures < 2);
+    assert_int_equal(fx->ups, 0);
+    assert_int_equal(fx->downs, 0);
+    assert_int_equal(cmd(fx, "PING", NULL, NULL), -ENOTCONN);
+    gw_redis_link_free(fx->link);
+    link_open_with(fx, (gw_redis_link_opts_t){
+                           .host = "127.0.0.1", .port = fx->redis.port, .password = "s3cret-pass"});
+    run_until(fx, &fx->ups, 1, "the connect with the right password");
+    assert_int_equal(cmd(fx, "SET", "k", "v"), 0);
+    run_until_replies(fx, 1);
+    assert_int_equal(fx->replies[0], -1);
+    assert_string_equal(fx->last_str, "OK");
+}
+
+/* Several addresses: a dead one is passed over for the next. */
+static void test_gw_redis_link_address_list(void **state)
+{
+    fx_t *fx = *state;
+    test_redis_t dead;
+    assert_int_equal(test_redis_start(&dead, 0), 0);
+    uint16_t dead_port = dead.port;
+    test_redis_kill(&dead); /* nothing listens there now */
+    gw_redis_addr_t addrs[] = {
+        {"127.0.0.1", dead_port}, {"127.0.0.1", fx->redis.port}, {"127.0.0.1", dead_port}};
+    link_open_with(fx, (gw_redis_link_opts_t){.addrs = addrs, .n_addrs = 3});
+    run_until(fx, &fx->ups, 1, "the connect to the live address");
+    assert_int_equal(gw_redis_link_addr(fx->link).port, fx->redis.port);
+    assert_int_equal(cmd(fx, "PING", NULL, NULL), 0);
+    run_until_replies(fx, 1);
+    assert_string_equal(fx->last_str, "PONG");
+}
+
+/* No address: nothing happens until one is given, then the link connects at once; moved to
+ * another server, it leaves the first (-ENOTCONN, commands in flight answered NULL) and is
+ * up at the second, which its commands now reach. */
+static void test_gw_redis_link_set_addr(void **state)
+{
+    fx_t *fx = *state;
+    test_redis_t other;
+    assert_int_equal(test_redis_start(&other, 0), 0);
+    link_open_with(fx, (gw_redis_link_opts_t){.host = NULL});
+    for (int i = 0; i < 5; i++)
+        assert_true(nl_loop_run_once(fx->loop, 20) >= 0);
+    gw_redis_link_stats_t st;
+    gw_redis_link_get_stats(fx->link, &st);
+    assert_int_equal(st.connect_failures, 0);
+    assert_int_equal(fx->ups, 0);
+    assert_null(gw_redis_link_addr(fx->link).host);
+    assert_int_equal(gw_redis_link_set_addr(fx->link, "127.0.0.1", fx->redis.port), 1);
+    run_until(fx, &fx->ups, 1, "the connect");
+    assert_int_equal(gw_redis_link_set_addr(fx->link, "127.0.0.1", fx->redis.port), 0);
+    assert_int_equal(cmd(fx, "SET", "where", "first"), 0);
+    run_until_replies(fx, 1);
+    test_redis_pause(&fx->redis);
+    assert_int_equal(cmd(fx, "GET", "where", NULL), 0); /* in flight when the link moves */
+    (void)nl_loop_run_once(fx->loop, 0);
+    int64_t t0 = now_ms();
+    assert_int_equal(gw_redis_link_set_addr(fx->link, "127.0.0.1", other.port), 1);
+    assert_int_equal(fx->downs, 1);
+    assert_int_equal(fx->last_down_err, -ENOTCONN);
+    assert_int_equal(fx->n_null, 1);
+    run_until(fx, &fx->ups, 2, "the connect to the other server");
+    assert_true(now_ms() - t0 < 1000); /* at once, not after a backoff */
+    assert_int_equal(gw_redis_link_addr(fx->link).port, other.port);
+    assert_int_equal(cmd(fx, "GET", "where", NULL), 0);
+    run_until_replies(fx, 3);
+    assert_int_equal(fx->replies[2], -1);
+    test_redis_resume(&fx->redis);
+    test_redis_kill(&other);
+}
+
 int main(void)
 {
     if (!test_redis_available()) {
@@ -310,6 +460,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_gw_redis_link_max_pending, setup, teardown),
         cmocka_unit_test_setup_teardown(test_gw_redis_link_down_at_start, setup, teardown),
         cmocka_unit_test_setup_teardown(test_gw_redis_link_free_with_pending, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_gw_redis_link_slow_is_not_dead, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_gw_redis_link_auth, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_gw_redis_link_address_list, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_gw_redis_link_set_addr, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

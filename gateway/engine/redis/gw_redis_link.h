@@ -1,10 +1,9 @@
 /*
  * gw_redis_link: one connection to one Redis server, kept up on a netlib loop: a non-blocking
- * connect with a timeout, reconnects with exponential backoff and jitter after any failure,
- * command timeouts (a reply not back within command_timeout_ms takes the connection down, so
- * a Redis that hangs is treated like one that died), and a bound on commands in flight (past
- * it a command is refused with -EBUSY at once rather than growing memory). The Redis engine
- * builds on it; it knows nothing of herald's channels.
+ * connect with a timeout, an optional AUTH, reconnects with exponential backoff and jitter
+ * after any failure, a liveness rule for the commands in flight (below), and a bound on
+ * commands in flight (past it a command is refused with -EBUSY at once rather than growing
+ * memory). The Redis engine builds on it; it knows nothing of herald's channels.
  *
  * Replies come in command order (Redis answers a connection's commands in order), so the
  * link keeps its commands in a ring: each slot holds the caller's callback, its argument and
@@ -14,8 +13,21 @@
  * runs pending callbacks with NULL when a context is freed). Nothing is resent by the link:
  * the caller knows what is safe to repeat.
  *
+ * Liveness: a slow Redis is not a dead one. Redis runs a connection's commands one after the
+ * other, so the oldest command in flight could not start before the reply to the one before
+ * it arrived. Its wait counts from then (or from its sending, if later): a link with
+ * thousands of commands queued behind a busy but healthy Redis keeps receiving replies and
+ * stays up however long the queue takes, while a Redis that sends nothing at all for
+ * command_timeout_ms with a command waiting (stopped, hung, gone without a FIN) takes the
+ * link down, like one that died.
+ *
+ * Addresses: a link has one address, or a list it tries in turn (each attempt after a failure
+ * moves to the next: a Sentinel client's sentinels), or none yet (it waits for
+ * gw_redis_link_set_addr: a Redis engine that asks Sentinel for its master first).
+ * gw_redis_link_set_addr moves a link to another address at once (a failover).
+ *
  * Not for SUBSCRIBE: hiredis routes pushed messages to per-channel callbacks, not in command
- * order (gw_redis_sub will take that part).
+ * order (gw_redis_sub takes that part).
  *
  * Thread: everything on the loop's owner thread, callbacks included.
  * Ownership: the caller owns the link (gw_redis_link_free); never free it from inside one of
@@ -50,20 +62,32 @@ typedef void (*gw_redis_reply_cb)(gw_redis_link_t *l, redisReply *reply, void *a
 /* The link came up (after a connect or a reconnect). */
 typedef void (*gw_redis_up_cb)(gw_redis_link_t *l, void *arg);
 
-/* The link went down: err is -ECONNREFUSED, -ECONNRESET, -ETIMEDOUT (connect or command
- * timeout), -EIO (another hiredis error)... Commands in flight were already dropped. */
+/* The link went down (it had been up): err is -ECONNRESET, -ETIMEDOUT (no reply within the
+ * command timeout), -ENOTCONN (gw_redis_link_set_addr moved it), -EIO (another hiredis
+ * error)... Commands in flight were already dropped. */
 typedef void (*gw_redis_down_cb)(gw_redis_link_t *l, int err, void *arg);
 
-typedef struct gw_redis_link_opts_s {
+/* One Redis address (the strings are copied by whoever takes it). */
+typedef struct gw_redis_addr_s {
     const char *host; /* an address or name; names resolve with a blocking lookup */
     uint16_t port;
-    uint32_t connect_timeout_ms; /* 0: 2000 */
-    uint32_t command_timeout_ms; /* 0: 2000 */
-    uint32_t backoff_min_ms;     /* first reconnect delay; 0: 100 */
-    uint32_t backoff_max_ms;     /* the delay doubles up to this; 0: 5000 */
-    uint32_t max_pending;        /* commands in flight; 0: 10000 */
-    gw_redis_up_cb on_up;        /* may be NULL */
-    gw_redis_down_cb on_down;    /* may be NULL */
+} gw_redis_addr_t;
+
+#define GW_REDIS_LINK_ADDRS_MAX 16
+
+typedef struct gw_redis_link_opts_s {
+    const char *host; /* NULL or "": addrs below, or no address yet (gw_redis_link_set_addr) */
+    uint16_t port;
+    const gw_redis_addr_t *addrs; /* without host: n_addrs addresses, tried in turn */
+    uint32_t n_addrs;             /* at most GW_REDIS_LINK_ADDRS_MAX */
+    const char *password;         /* AUTH with it before on_up; NULL or "": none */
+    uint32_t connect_timeout_ms;  /* 0: 2000 */
+    uint32_t command_timeout_ms;  /* 0: 2000 */
+    uint32_t backoff_min_ms;      /* first reconnect delay; 0: 100 */
+    uint32_t backoff_max_ms;      /* the delay doubles up to this; 0: 5000 */
+    uint32_t max_pending;         /* commands in flight; 0: 10000 */
+    gw_redis_up_cb on_up;         /* may be NULL */
+    gw_redis_down_cb on_down;     /* may be NULL */
     void *arg;
 } gw_redis_link_opts_t;
 
@@ -76,11 +100,14 @@ typedef struct gw_redis_link_stats_s {
     uint64_t connects;         /* successful connects */
     uint64_t connect_failures; /* failed connect attempts */
     uint64_t disconnects;      /* UP -> DOWN */
+    uint64_t auth_failures;    /* AUTH refused */
 } gw_redis_link_stats_t;
 
-/* Creates a link and starts connecting. host is copied.
- * Returns: 0; -EINVAL (no host); -ENOMEM. Thread: loop's owner. Callbacks: none before this
- * returns (a connect that fails at once is retried after the backoff). */
+/* Creates a link and starts connecting (when it has an address). The addresses and the
+ * password are copied.
+ * Returns: 0; -EINVAL (more than GW_REDIS_LINK_ADDRS_MAX addresses); -ENOMEM. Thread: loop's
+ * owner. Callbacks: none before this returns (a connect that fails at once is retried after
+ * the backoff). */
 int gw_redis_link_new(gw_redis_link_t **out, nl_loop_t *loop, const gw_redis_link_opts_t *opts);
 
 /* Disconnects and frees the link: commands in flight get their callback with NULL first
@@ -98,11 +125,23 @@ int gw_redis_link_command(gw_redis_link_t *l, gw_redis_reply_cb cb, void *arg, i
 int gw_redis_link_command_resp(gw_redis_link_t *l, gw_redis_reply_cb cb, void *arg, const char *cmd,
                                size_t len);
 
-/* Takes the link down now as if it had failed with err (commands in flight answered NULL,
+/* Takes the link down as if it had failed with err (commands in flight answered NULL,
  * on_down, reconnect after the backoff): for a caller that found the server unhealthy through
- * another connection. No-op unless UP or CONNECTING. Thread: loop's owner; not from the link's
- * callbacks. */
+ * another connection, or not what it wants (a replica where a master was expected). No-op
+ * unless UP or CONNECTING. From outside the link's callbacks it happens now; from inside one
+ * (a reply, on_up), once that callback has returned. Thread: loop's owner. */
 void gw_redis_link_reset(gw_redis_link_t *l, int err);
+
+/* Moves the link to host:port (copied), its only address from now on: when that differs from
+ * where it is, the connection (if any) goes down with -ENOTCONN (commands in flight answered
+ * NULL, on_down if it was up) and the link connects to the new address at once, its backoff
+ * reset. Returns: 1 (moved), 0 (already there), -EINVAL (no host), -ENOMEM. Thread: loop's
+ * owner; not from the link's own callbacks. */
+int gw_redis_link_set_addr(gw_redis_link_t *l, const char *host, uint16_t port);
+
+/* The address the link is at or trying (host NULL when it has none yet). Valid until the next
+ * gw_redis_link_set_addr. */
+gw_redis_addr_t gw_redis_link_addr(const gw_redis_link_t *l);
 
 gw_redis_state_t gw_redis_link_state(const gw_redis_link_t *l);
 
