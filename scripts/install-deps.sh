@@ -13,7 +13,7 @@ packages=(
     liburing-dev                                              # netlib's batched sends (io_uring)
     libjansson-dev                                            # JWT claims (gateway)
     libwslay-dev libhttp-parser-dev                           # WebSocket frames, upgrade request
-    redis-server                                              # integration tests
+    redis-server redis-sentinel                               # integration tests (Sentinel failover)
     libevent-dev                                              # the pingpong benchmark's reference
     python3 python3-protobuf protobuf-compiler                # protocol interoperability test
     util-linux procps                                         # taskset, ps for benchmarks

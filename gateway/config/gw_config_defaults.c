@@ -131,6 +131,30 @@ static int validate_listeners(const gw_config_t *cfg, FILE *err)
     return n;
 }
 
+/* [engine] sentinels and sentinel_master go together: the addresses, and a name per shard. */
+static int validate_sentinels(const gw_config_t *cfg, FILE *err)
+{
+    int n = 0;
+    gw_config_server_t sentinels[GW_CONFIG_REDIS_SERVERS_MAX];
+    char names[GW_CONFIG_REDIS_SERVERS_MAX][GW_CONFIG_NAME_MAX];
+    int n_sentinels =
+        gw_config_parse_servers(cfg->sentinels, sentinels, GW_CONFIG_REDIS_SERVERS_MAX);
+    int n_names = gw_config_parse_names(cfg->sentinel_master, names, GW_CONFIG_REDIS_SERVERS_MAX);
+    if (n_sentinels < 0)
+        n += problem(err, true,
+                     "[engine] sentinels: a list of 1..%d host:port items, each listed once (%s)",
+                     GW_CONFIG_REDIS_SERVERS_MAX, n_sentinels == -E2BIG ? "too many" : "bad item");
+    if (n_names < 0)
+        n += problem(err, true,
+                     "[engine] sentinel_master: 1..%d names (no blanks), each listed once (%s)",
+                     GW_CONFIG_REDIS_SERVERS_MAX, n_names == -E2BIG ? "too many" : "bad name");
+    if (n_sentinels > 0 && n_names == 0)
+        n += problem(err, true, "[engine] sentinels need [engine] sentinel_master (a name)");
+    if (n_sentinels == 0 && n_names > 0)
+        n += problem(err, true, "[engine] sentinel_master needs [engine] sentinels");
+    return n;
+}
+
 int gw_config_validate(const gw_config_t *cfg, FILE *err)
 {
     int n = 0;
@@ -165,9 +189,10 @@ int gw_config_validate(const gw_config_t *cfg, FILE *err)
         n += problem(err, true,
                      "[engine] redis: a list of 1..%d host:port items, each listed once (%s)",
                      GW_CONFIG_REDIS_SERVERS_MAX, n_servers == -E2BIG ? "too many" : "bad item");
-    else if (n_servers == 0 && cfg->engine == GW_ENGINE_REDIS)
+    else if (n_servers == 0 && cfg->engine == GW_ENGINE_REDIS && cfg->sentinels[0] == '\0')
         n += problem(err, true, "engine redis needs [engine] redis servers");
     n += validate_listeners(cfg, err);
+    n += validate_sentinels(cfg, err);
     if (cfg->is_admin_enabled && cfg->admin_api_key[0] == '\0')
         problem(err, false, "no admin api_key: the admin port answers /healthz only");
     if (cfg->is_insecure)

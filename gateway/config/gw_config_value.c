@@ -179,6 +179,30 @@ int gw_config_parse_servers(const char *text, gw_config_server_t *out, size_t ca
     return n;
 }
 
+int gw_config_parse_names(const char *text, char (*out)[GW_CONFIG_NAME_MAX], size_t cap)
+{
+    gw_config_item_t items[GW_CONFIG_REDIS_SERVERS_MAX];
+    int n = gw_config_split_list(
+        text, items, cap < GW_CONFIG_REDIS_SERVERS_MAX ? cap : GW_CONFIG_REDIS_SERVERS_MAX);
+    if (n < 0)
+        return n;
+    for (int i = 0; i < n; i++) {
+        if (items[i].len >= GW_CONFIG_NAME_MAX)
+            return -EINVAL;
+        for (size_t k = 0; k < items[i].len; k++) {
+            unsigned char c = (unsigned char)items[i].text[k];
+            if (c <= ' ' || c >= 0x7f)
+                return -EINVAL; /* Sentinel's replies and events split on blanks */
+        }
+        memcpy(out[i], items[i].text, items[i].len);
+        out[i][items[i].len] = '\0';
+        for (int j = 0; j < i; j++)
+            if (strcmp(out[j], out[i]) == 0)
+                return -EINVAL;
+    }
+    return n;
+}
+
 void gw_config_format_duration(uint64_t ms, char *out, size_t cap)
 {
     static const char *const unit[] = {"d", "h", "m", "s"};

@@ -607,6 +607,54 @@ static void test_gw_config_split_list(void **state)
         }
     }
 }
+/* Sentinel: the addresses and a master name per shard go together; names have no blanks. */
+static void test_gw_config_sentinels(void **state)
+{
+    (void)state;
+    char names[4][GW_CONFIG_NAME_MAX];
+    assert_int_equal(gw_config_parse_names("herald", names, 4), 1);
+    assert_string_equal(names[0], "herald");
+    assert_int_equal(gw_config_parse_names(" a, b-2 ,c.3", names, 4), 3);
+    assert_string_equal(names[1], "b-2");
+    assert_int_equal(gw_config_parse_names("a,a", names, 4), -EINVAL);
+    assert_int_equal(gw_config_parse_names("a b", names, 4), -EINVAL);
+    assert_int_equal(gw_config_parse_names("a,,b", names, 4), -EINVAL);
+    assert_int_equal(gw_config_parse_names("a,b,c", names, 2), -E2BIG);
+    assert_int_equal(gw_config_parse_names("", names, 4), 0);
+    char longname[GW_CONFIG_NAME_MAX + 1];
+    memset(longname, 'n', sizeof(longname) - 1);
+    longname[sizeof(longname) - 1] = '\0';
+    assert_int_equal(gw_config_parse_names(longname, names, 4), -EINVAL);
+
+    gw_config_t c;
+    gw_config_init(&c);
+    c.is_insecure = true;
+    strcpy(c.admin_api_key, "k");
+    c.engine = GW_ENGINE_REDIS;
+    c.redis[0] = '\0'; /* Sentinel replaces the server list */
+    strcpy(c.sentinels, "127.0.0.1:26379,127.0.0.1:26380");
+    strcpy(c.sentinel_master, "herald");
+    assert_int_equal(gw_config_validate(&c, NULL), 0);
+    c.sentinel_master[0] = '\0'; /* no name: an error, and no servers either */
+    assert_int_equal(gw_config_validate(&c, NULL), 1);
+    strcpy(c.sentinel_master, "a b");
+    assert_int_equal(gw_config_validate(&c, NULL), 1);
+    strcpy(c.sentinel_master, "herald");
+    strcpy(c.sentinels, "127.0.0.1");
+    assert_int_equal(gw_config_validate(&c, NULL), 1);
+    c.sentinels[0] = '\0'; /* a name without sentinels; and no servers */
+    assert_int_equal(gw_config_validate(&c, NULL), 2);
+    /* From the file, the environment and the flags, like every setting. */
+    char *envp[] = {(char *)"HERALD_SENTINELS=10.0.0.1:26379",
+                    (char *)"HERALD_SENTINEL_PASSWORD=pw", NULL};
+    gw_config_init(&c);
+    assert_int_equal(gw_config_load_env(&c, envp, NULL), 0);
+    assert_string_equal(c.sentinels, "10.0.0.1:26379");
+    assert_string_equal(c.sentinel_password, "pw");
+    char *argv[] = {(char *)"herald", (char *)"--sentinel-master", (char *)"m1,m2", NULL};
+    assert_int_equal(gw_config_load_args(&c, 3, argv, NULL, NULL), 0);
+    assert_string_equal(c.sentinel_master, "m1,m2");
+}
 
 int main(void)
 {
@@ -625,6 +673,7 @@ int main(void)
         cmocka_unit_test(test_gw_config_validate),
         cmocka_unit_test(test_gw_config_usage_names_every_source),
         cmocka_unit_test(test_gw_config_split_list),
+        cmocka_unit_test(test_gw_config_sentinels),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -233,6 +233,10 @@ typedef struct gw_config_s {
     char redis[GW_CONFIG_REDIS_LIST_MAX]; /* default "127.0.0.1:6379"; host:port, ... */
     uint64_t redis_timeout_ms;            /* default 2 s: connect and command timeout */
     uint32_t redis_max_pending;           /* default 10000 commands in flight per server */
+    /* Redis through Sentinel (replaces redis when set): the sentinels, host:port, ... */
+    char sentinels[GW_CONFIG_REDIS_LIST_MAX];       /* default "": no Sentinel */
+    char sentinel_master[GW_CONFIG_REDIS_LIST_MAX]; /* default "": master names, one per shard */
+    char sentinel_password[GW_CONFIG_SECRET_MAX];   /* default "": the sentinels' AUTH */
 
     /* [log] */
     int log_level; /* an nl_log_level_t; default NL_INFO */
@@ -373,6 +377,11 @@ typedef struct gw_config_server_s {
  * Returns: the number parsed (0 for an empty list); -EINVAL (a bad item, or a server listed
  * twice); -E2BIG (over cap). */
 int gw_config_parse_servers(const char *text, gw_config_server_t *out, size_t cap);
+
+/* Parses a list of Sentinel master names ("a, b"), at most cap of them, into out: each up to
+ * GW_CONFIG_NAME_MAX - 1 bytes of printable ASCII without blanks or commas, listed once.
+ * Returns: the number parsed (0 for an empty list); -EINVAL (a bad or repeated name); -E2BIG. */
+int gw_config_parse_names(const char *text, char (*out)[GW_CONFIG_NAME_MAX], size_t cap);
 
 /* Formats milliseconds with the largest unit that divides them exactly ("25s", "1500ms",
  * "0ms") and bytes likewise ("64KiB", "1MiB", "1000"), so the text parses back to the value.
