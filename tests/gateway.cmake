@@ -29,7 +29,7 @@ if(TARGET gw_core)
     herald_unit(test_gw_hashring LIBS gw_engine_redis LABELS unit)
     gw_test_inside(test_gw_hashring engine/redis)
     # The Redis link against real redis-server processes (tests/redis_harness.c).
-    foreach(t test_gw_redis_link test_gw_redis_sub test_gw_redis_schema)
+    foreach(t test_gw_redis_link test_gw_redis_sub test_gw_redis_schema test_gw_redis_sentinel)
         herald_test(${t} SOURCES integration/${t}.c redis_harness.c LIBS gw_engine_redis
                     PkgConfig::GW_TEST_HIREDIS LABELS integration TIMEOUT 120)
         target_include_directories(${t} PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})

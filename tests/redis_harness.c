@@ -25,6 +25,8 @@
 #include <sys/socket.h>
 #include <sys/wait.h>
 
+#include <hiredis/hiredis.h>
+
 #define REDIS_BIN "/usr/bin/redis-server"
 #define SENTINEL_BIN "/usr/bin/redis-sentinel"
 #define READY_LINE "Ready to accept connections"
@@ -308,4 +310,149 @@ void test_sentinel_kill(test_sentinel_t *s)
         s->pid = 0;
     }
     sentinel_rmdir(s);
+}
+
+/* --- waiting for replication and for sentinels ------------------------------------------------ */
+
+static redisContext *connect_to(uint16_t port, const char *password)
+{
+    struct timeval tv = {5, 0};
+    redisContext *c = redisConnectWithTimeout("127.0.0.1", port, tv);
+    if (!c || c->err) {
+        if (c)
+            redisFree(c);
+        return NULL;
+    }
+    if (password) {
+        redisReply *r = redisCommand(c, "AUTH %s", password);
+        bool is_ok = r && r->type != REDIS_REPLY_ERROR;
+        if (r)
+            freeReplyObject(r);
+        if (!is_ok) {
+            redisFree(c);
+            return NULL;
+        }
+    }
+    return c;
+}
+
+int test_redis_await_replicas(uint16_t master_port, int n, int timeout_ms)
+{
+    redisContext *c = connect_to(master_port, NULL);
+    if (!c)
+        return -EIO;
+    int rc = -ETIMEDOUT;
+    int64_t deadline = now_ms() + timeout_ms;
+    while (rc == -ETIMEDOUT && now_ms() < deadline) {
+        redisReply *r = redisCommand(c, "SET herald-test:replicated 1");
+        if (r)
+            freeReplyObject(r);
+        /* WAIT blocks until n replicas have the write, or 1 s passed. */
+        r = redisCommand(c, "WAIT %d 1000", n);
+        if (!r || r->type != REDIS_REPLY_INTEGER)
+            rc = -EIO;
+        else if (r->integer >= n)
+            rc = 0;
+        if (r)
+            freeReplyObject(r);
+    }
+    redisFree(c);
+    return rc;
+}
+
+/* An integer field of SENTINEL MASTER's flat [key, value, ...] reply, or -1. */
+static long long sentinel_field(const redisReply *r, const char *key)
+{
+    for (size_t i = 0; r && r->type == REDIS_REPLY_ARRAY && i + 1 < r->elements; i += 2)
+        if (r->element[i]->type == REDIS_REPLY_STRING && strcmp(r->element[i]->str, key) == 0)
+            return strtoll(r->element[i + 1]->str, NULL, 10);
+    return -1;
+}
+
+int test_sentinel_await(const test_sentinel_t *s, const char *name, const char *password,
+                        int others, int replicas, int timeout_ms)
+{
+    redisContext *c = connect_to(s->port, password);
+    redisContext *sub = connect_to(s->port, password);
+    int rc = c && sub ? -ETIMEDOUT : -EIO;
+    if (rc == -ETIMEDOUT) {
+        redisReply *r = redisCommand(sub, "SUBSCRIBE +sentinel +slave");
+        if (r)
+            freeReplyObject(r);
+        /* Two confirmations; the second is read by the loop below like an event. */
+    }
+    int64_t deadline = now_ms() + timeout_ms;
+    while (rc == -ETIMEDOUT) {
+        redisReply *r = redisCommand(c, "SENTINEL MASTER %s", name);
+        bool is_ready = sentinel_field(r, "num-other-sentinels") >= others &&
+                        sentinel_field(r, "num-slaves") >= replicas;
+        if (r)
+            freeReplyObject(r);
+        if (is_ready) {
+            rc = 0;
+            break;
+        }
+        int64_t left = deadline - now_ms();
+        if (left <= 0)
+            break;
+        struct timeval tv = {left / 1000, (left % 1000) * 1000};
+        redisSetTimeout(sub, tv);
+        void *ev = NULL;
+        if (redisGetReply(sub, &ev) != REDIS_OK) {
+            rc = -ETIMEDOUT; /* the read timed out: the deadline passed */
+            break;
+        }
+        freeReplyObject(ev);
+    }
+    if (c)
+        redisFree(c);
+    if (sub)
+        redisFree(sub);
+    return rc;
+}
+
+redisContext *test_sentinel_subscribe(const test_sentinel_t *s, const char *password)
+{
+    redisContext *sub = connect_to(s->port, password);
+    if (!sub)
+        return NULL;
+    redisReply *r = redisCommand(sub, "SUBSCRIBE +switch-master");
+    bool is_ok = r && r->type == REDIS_REPLY_ARRAY;
+    if (r)
+        freeReplyObject(r);
+    if (!is_ok) {
+        redisFree(sub);
+        return NULL;
+    }
+    return sub;
+}
+
+int test_sentinel_await_switch(redisContext *sub, const char *name, uint16_t *new_port,
+                               int timeout_ms)
+{
+    int64_t deadline = now_ms() + timeout_ms;
+    for (;;) {
+        int64_t left = deadline - now_ms();
+        if (left <= 0)
+            return -ETIMEDOUT;
+        struct timeval tv = {left / 1000, (left % 1000) * 1000};
+        redisSetTimeout(sub, tv);
+        redisReply *r = NULL;
+        if (redisGetReply(sub, (void **)&r) != REDIS_OK)
+            return sub->err == REDIS_ERR_IO ? -ETIMEDOUT : -EIO;
+        /* ["message", "+switch-master", "<name> <old ip> <old port> <new ip> <new port>"] */
+        char got[128];
+        unsigned old_port = 0;
+        unsigned port = 0;
+        bool is_ours =
+            r->type == REDIS_REPLY_ARRAY && r->elements == 3 &&
+            r->element[2]->type == REDIS_REPLY_STRING &&
+            sscanf(r->element[2]->str, "%127s %*s %u %*s %u", got, &old_port, &port) == 3 &&
+            strcmp(got, name) == 0;
+        freeReplyObject(r);
+        if (is_ours) {
+            *new_port = (uint16_t)port;
+            return 0;
+        }
+    }
 }

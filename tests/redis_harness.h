@@ -82,4 +82,22 @@ int test_sentinel_start(test_sentinel_t *s, const test_sentinel_opts_t *o);
 /* SIGKILL, reap, and remove its directory. No-op when not running. */
 void test_sentinel_kill(test_sentinel_t *s);
 
+/* Waits until the master on master_port has n replicas that acknowledged a write (a SET, then
+ * WAIT n: Redis answers when they have it, no polling). Returns: 0; -ETIMEDOUT; -EIO. */
+int test_redis_await_replicas(uint16_t master_port, int n, int timeout_ms);
+
+/* Waits until sentinel s knows `others` other sentinels and `replicas` replicas of master
+ * name: it checks SENTINEL MASTER, then waits for the sentinel's next +sentinel or +slave
+ * event (its own pub/sub) before checking again. Returns: 0; -ETIMEDOUT; -EIO. */
+int test_sentinel_await(const test_sentinel_t *s, const char *name, const char *password,
+                        int others, int replicas, int timeout_ms);
+
+/* Waits for the next +switch-master event of master name on sentinel s, subscribed before
+ * this is called (sub from test_sentinel_subscribe). Writes the new master's port. Returns:
+ * 0; -ETIMEDOUT; -EIO. */
+struct redisContext;
+struct redisContext *test_sentinel_subscribe(const test_sentinel_t *s, const char *password);
+int test_sentinel_await_switch(struct redisContext *sub, const char *name, uint16_t *new_port,
+                               int timeout_ms);
+
 #endif

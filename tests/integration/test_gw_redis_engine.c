@@ -16,6 +16,10 @@
  *     the nodes reconnect and resubscribe by themselves, the channel's epoch changes (Redis came
  *     back empty), and the counts of what was lost are in /metrics;
  *   - a Redis that hangs (SIGSTOP): past redis_max_pending, publishes are answered BUSY;
+ *   - Redis holding less of a channel than a node delivered (as after a failover to a replica
+ *     that missed the last messages): found when the nodes reconnect, and found live from a
+ *     message at an offset already delivered; either way the channel starts a new epoch, the
+ *     subscriber's next Push is in it, and recovering from the old epoch says so;
  *   - two Redis servers: channels spread over both, delivery unchanged;
  *   - presence, online status and join/leave events seen from every node, and a node killed
  *     with SIGKILL gone from both once its entries expire;
@@ -496,6 +500,172 @@ static void test_gw_redis_engine_kill_and_restart(void **state)
     nodes_stop(fx);
 }
 
+/* Makes Redis hold only offsets 1..keep of chan's epoch, as a replica that had not received
+ * the last messages would once promoted: the offset set back, the stream's tail removed. */
+static void redis_rewind(const test_redis_t *redis, const char *chan, long long keep, long long had)
+{
+    struct timeval tv = {5, 0};
+    redisContext *c = redisConnectWithTimeout("127.0.0.1", redis->port, tv);
+    assert_true(c && !c->err);
+    redisReply *r = redisCommand(c, "HSET herald:m:%s o %lld", chan, keep);
+    assert_true(r && r->type == REDIS_REPLY_INTEGER);
+    freeReplyObject(r);
+    for (long long o = keep + 1; o <= had; o++) {
+        r = redisCommand(c, "XDEL herald:h:%s %lld-0", chan, o);
+        assert_true(r && r->type == REDIS_REPLY_INTEGER && r->integer == 1);
+        freeReplyObject(r);
+    }
+    r = redisCommand(c, "XSETID herald:h:%s %lld-0", chan, keep); /* the replica's last id */
+    assert_true(r && r->type == REDIS_REPLY_STATUS);
+    freeReplyObject(r);
+    redisFree(c);
+}
+
+/* Cuts every client connection of Redis, as Sentinel does to a demoted master. */
+static void redis_kill_clients(const test_redis_t *redis)
+{
+    struct timeval tv = {5, 0};
+    redisContext *c = redisConnectWithTimeout("127.0.0.1", redis->port, tv);
+    assert_true(c && !c->err);
+    redisReply *r = redisCommand(c, "CLIENT KILL TYPE normal");
+    if (!r || r->type != REDIS_REPLY_INTEGER || r->integer < 2)
+        fail_msg("CLIENT KILL TYPE normal: %lld", r ? r->integer : -1);
+    freeReplyObject(r);
+    r = redisCommand(c, "CLIENT KILL TYPE pubsub");
+    if (!r || r->type != REDIS_REPLY_INTEGER || r->integer < 1)
+        fail_msg("CLIENT KILL TYPE pubsub: %lld", r ? r->integer : -1);
+    freeReplyObject(r);
+    redisFree(c);
+}
+
+/* Publishes on p until s hears a Push of chan; returns it (the caller frees it). The first
+ * publish's offset and epoch go to *first_offset and first_epoch. */
+static Herald__Frame *publish_until_heard(test_client_t *p, test_client_t *s, const char *chan,
+                                          uint64_t *first_offset, char first_epoch[17])
+{
+    int64_t deadline = test_now_ms() + 20000;
+    for (int i = 0;; i++) {
+        uint64_t off = 0;
+        char epoch[17];
+        GW_OK(test_client_publish_ex(p, chan, "after", 5, &off, epoch, GW_WAIT_MS), p);
+        if (i == 0) {
+            *first_offset = off;
+            memcpy(first_epoch, epoch, 17);
+        }
+        GW_OK(test_client_ping(s, GW_WAIT_MS), s);
+        if (s->n_kept > 0)
+            break;
+        if (test_ms_left(deadline) == 0)
+            fail_msg("the subscriber never heard from %s again", chan);
+    }
+    Herald__Frame *f = NULL;
+    assert_int_equal(test_client_recv(s, &f, GW_WAIT_MS), 1);
+    assert_int_equal(f->body_case, HERALD__FRAME__BODY_PUSH);
+    return f;
+}
+
+/* Subscribes 10 messages deep into chan on a (published on b) and returns its epoch. */
+static void ten_delivered(test_client_t *sub, test_client_t *pub, const char *chan, char epoch[17])
+{
+    test_sub_ok_t ok;
+    GW_OK(test_client_subscribe_from(sub, chan, NULL, 0, &ok, GW_WAIT_MS), sub);
+    assert_true(ok.is_recoverable);
+    snprintf(epoch, 17, "%s", ok.epoch);
+    for (int i = 1; i <= 10; i++)
+        GW_OK(test_client_publish(pub, chan, "before", 6, NULL, GW_WAIT_MS), pub);
+    for (int i = 1; i <= 10; i++)
+        expect_push(sub, chan, (uint64_t)i, "before");
+}
+
+/* After the nodes reconnect to a Redis holding 7 of the 10 messages node a delivered: node a's
+ * fence starts a new epoch before anything else is sent, so no offset is given out twice;
+ * the subscriber's next Push is offset 1 of the new epoch, and a client recovering from the
+ * old epoch is told it cannot. */
+static void test_gw_redis_engine_rewound_on_reconnect(void **state)
+{
+    fx_t *fx = *state;
+    static const char *const extra[] = {"--redis-timeout", "1s", NULL};
+    test_herald_t *a = node_start(fx, 0, extra);
+    test_herald_t *b = node_start(fx, 1, extra);
+    await_readyz(a, 200);
+    await_readyz(b, 200);
+    test_client_t sub, pub;
+    GW_OK(test_client_auth(&sub, a->port, "sub", GW_WAIT_MS), &sub);
+    GW_OK(test_client_auth(&pub, b->port, "pub", GW_WAIT_MS), &pub);
+    char epoch1[17];
+    ten_delivered(&sub, &pub, "h:f", epoch1);
+    redis_rewind(&fx->redis[0], "h:f", 7, 10);
+    redis_kill_clients(&fx->redis[0]);
+    int64_t deadline = test_now_ms() + 20000;
+    while (gw_metric(a, "herald_redis_epoch_resets_total", NULL) < 1)
+        if (test_ms_left(deadline) == 0)
+            fail_msg("node a never reset h:f's epoch");
+    await_readyz(a, 200);
+    await_readyz(b, 200);
+    uint64_t first = 0;
+    char epoch2[17];
+    Herald__Frame *f = publish_until_heard(&pub, &sub, "h:f", &first, epoch2);
+    assert_int_equal(first, 1); /* not 8: no offset of the old epoch given out again */
+    assert_string_not_equal(epoch2, epoch1);
+    /* Node a may have resubscribed after the first few: what it hears is in the new epoch. */
+    assert_string_equal(f->push->epoch, epoch2);
+    assert_true(f->push->offset >= 1);
+    proto_frame_free(f);
+    /* From the old epoch, at its end or before: not recoverable, the new epoch instead. */
+    test_client_t late;
+    GW_OK(test_client_auth(&late, b->port, "late", GW_WAIT_MS), &late);
+    test_sub_ok_t ok;
+    GW_OK(test_client_subscribe_from(&late, "h:f", epoch1, 10, &ok, GW_WAIT_MS), &late);
+    assert_false(ok.is_recovered);
+    assert_string_not_equal(ok.epoch, epoch1);
+    expect_nothing_more(&late);
+    assert_int_equal(gw_metric(b, "herald_redis_epoch_resets_total", NULL), 0);
+    assert_true(gw_metric(a, "herald_redis_reconnects_total", NULL) >= 1);
+    test_client_close(&late);
+    test_client_close(&sub);
+    test_client_close(&pub);
+    nodes_stop(fx);
+}
+
+/* Redis set back under a connected node: the next publish gets offset 8 again, which node a
+ * has delivered already. It drops it and fences the channel, which starts a new epoch; the
+ * subscriber never sees an old-epoch offset twice, and its next Push is in the new epoch. */
+static void test_gw_redis_engine_rewound_live(void **state)
+{
+    fx_t *fx = *state;
+    test_herald_t *a = node_start(fx, 0, NULL);
+    test_herald_t *b = node_start(fx, 1, NULL);
+    await_readyz(a, 200);
+    await_readyz(b, 200);
+    test_client_t sub, pub;
+    GW_OK(test_client_auth(&sub, a->port, "sub", GW_WAIT_MS), &sub);
+    GW_OK(test_client_auth(&pub, b->port, "pub", GW_WAIT_MS), &pub);
+    char epoch1[17];
+    ten_delivered(&sub, &pub, "h:g", epoch1);
+    redis_rewind(&fx->redis[0], "h:g", 7, 10);
+    uint64_t off = 0;
+    char epoch[17];
+    GW_OK(test_client_publish_ex(&pub, "h:g", "again", 5, &off, epoch, GW_WAIT_MS), &pub);
+    assert_int_equal(off, 8); /* what Redis now says; node a knows better */
+    assert_string_equal(epoch, epoch1);
+    int64_t deadline = test_now_ms() + 20000;
+    while (gw_metric(a, "herald_redis_epoch_resets_total", NULL) < 1)
+        if (test_ms_left(deadline) == 0)
+            fail_msg("node a never reset h:g's epoch");
+    uint64_t first = 0;
+    char epoch2[17];
+    Herald__Frame *f = publish_until_heard(&pub, &sub, "h:g", &first, epoch2);
+    assert_int_equal(first, 1);
+    assert_string_not_equal(epoch2, epoch1);
+    assert_string_equal(f->push->epoch, epoch2);
+    assert_int_equal(f->push->offset, 1);
+    proto_frame_free(f);
+    assert_true(gw_metric(a, "herald_redis_duplicates_total", NULL) >= 1);
+    test_client_close(&sub);
+    test_client_close(&pub);
+    nodes_stop(fx);
+}
+
 /* A Redis that hangs: commands pile up to redis_max_pending, then publishes get BUSY. */
 static void test_gw_redis_engine_slow_redis_busy(void **state)
 {
@@ -878,6 +1048,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_gw_redis_engine_down_at_start, setup, teardown),
         cmocka_unit_test_setup_teardown(test_gw_redis_engine_kill_and_restart, setup, teardown),
         cmocka_unit_test_setup_teardown(test_gw_redis_engine_slow_redis_busy, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_gw_redis_engine_rewound_on_reconnect, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_gw_redis_engine_rewound_live, setup, teardown),
         cmocka_unit_test_setup_teardown(test_gw_redis_engine_two_servers, setup2, teardown),
         cmocka_unit_test_setup_teardown(test_gw_redis_engine_presence_across_nodes, setup,
                                         teardown),

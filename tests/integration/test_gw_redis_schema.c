@@ -3,8 +3,10 @@
  * is a plain payload, never an error), key names, and the "herald" function library run by a
  * real redis-server: offsets consecutive, the epoch created once and kept (a node's candidate
  * used only when there is none), the stream keeping what keep says with ids = offsets, the
- * envelope published on herald:C and parsed back to the same message, and herald_join
- * reporting the latest offset. hiredis's blocking API talks to Redis here.
+ * envelope published on herald:C and parsed back to the same message, herald_join reporting
+ * the latest offset, and herald_fence starting a new epoch (offset 0, stream dropped) exactly
+ * when Redis holds less of a channel's epoch than a node delivered. hiredis's blocking API
+ * talks to Redis here.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -237,12 +239,98 @@ static void test_gw_redis_schema_functions(void **state)
     assert_int_equal(test_redis_stop(&redis), 0);
 }
 
+/* herald_fence after a failover to a replica that missed the last messages: the new master
+ * has offset 7 of epoch e where a node delivered 9. */
+static void test_gw_redis_schema_fence(void **state)
+{
+    (void)state;
+    test_redis_t redis;
+    int rc = test_redis_start(&redis, 0);
+    if (rc != 0)
+        fail_msg("redis-server did not start: %s", strerror(-rc));
+    struct timeval tv = {5, 0};
+    redisContext *c = redisConnectWithTimeout("127.0.0.1", redis.port, tv);
+    assert_true(c && !c->err);
+    const char *load[] = {"FUNCTION", "LOAD", "REPLACE", gw_redis_functions};
+    freeReplyObject(cmd(c, 4, load, NULL));
+    uint64_t off;
+    char e[17];
+    char e2[17];
+    for (int i = 1; i <= 7; i++)
+        publish(c, "room", "m", 1, "100", "0123456789abcdef", &off, e);
+    for (int i = 1; i <= 3; i++)
+        publish(c, "calm", "m", 1, "100", "1111111111111111", &off, e2);
+    /* room: behind what the node saw (9): reset. calm: the node saw 3 of 3: left alone. gone:
+     * no epoch in Redis at all (it restarted empty): left for herald_join to start one. */
+    const char *fence[] = {"FCALL",
+                           "herald_fence",
+                           "6",
+                           "herald:m:room",
+                           "herald:h:room",
+                           "herald:m:calm",
+                           "herald:h:calm",
+                           "herald:m:gone",
+                           "herald:h:gone",
+                           "aaaaaaaaaaaaaaaa",
+                           "0123456789abcdef",
+                           "9",
+                           "bbbbbbbbbbbbbbbb",
+                           "1111111111111111",
+                           "3",
+                           "cccccccccccccccc",
+                           "2222222222222222",
+                           "5"};
+    redisReply *x = cmd(c, 18, fence, NULL);
+    assert_int_equal(x->type, REDIS_REPLY_ARRAY);
+    assert_int_equal(x->elements, 3);
+    assert_int_equal(x->element[0]->integer, 1);
+    assert_int_equal(x->element[1]->integer, 0);
+    assert_int_equal(x->element[2]->integer, 0);
+    freeReplyObject(x);
+    const char *exists[] = {"EXISTS", "herald:h:room", "herald:m:gone"};
+    x = cmd(c, 3, exists, NULL);
+    assert_int_equal(x->integer, 0); /* the old epoch's stream went; nothing was made for gone */
+    freeReplyObject(x);
+    /* The next publish is offset 1 of the new epoch, kept in a fresh stream. */
+    publish(c, "room", "after", 5, "100", "0123456789abcdef", &off, e);
+    assert_int_equal(off, 1);
+    assert_string_equal(e, "aaaaaaaaaaaaaaaa");
+    publish(c, "calm", "after", 5, "100", NULL, &off, e2);
+    assert_int_equal(off, 4);
+    assert_string_equal(e2, "1111111111111111");
+    /* A second fence with what the node knew before is about an epoch that is gone: no-op. */
+    x = cmd(c, 18, fence, NULL);
+    assert_int_equal(x->element[0]->integer, 0);
+    freeReplyObject(x);
+    /* A candidate equal to the epoch it replaces is not reused. */
+    const char *same[] = {"FCALL",
+                          "herald_fence",
+                          "2",
+                          "herald:m:calm",
+                          "herald:h:calm",
+                          "1111111111111111",
+                          "1111111111111111",
+                          "99"};
+    x = cmd(c, 8, same, NULL);
+    assert_int_equal(x->element[0]->integer, 1);
+    freeReplyObject(x);
+    const char *join[] = {"FCALL", "herald_join", "2", "herald:m:calm", "herald:h:calm"};
+    x = cmd(c, 5, join, NULL);
+    assert_int_equal(x->element[0]->integer, 0);
+    assert_string_not_equal(x->element[1]->str, "1111111111111111");
+    assert_int_equal(strlen(x->element[1]->str), 16);
+    freeReplyObject(x);
+    redisFree(c);
+    assert_int_equal(test_redis_stop(&redis), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gw_redis_schema_parse_table),
         cmocka_unit_test(test_gw_redis_schema_keys),
         cmocka_unit_test(test_gw_redis_schema_functions),
+        cmocka_unit_test(test_gw_redis_schema_fence),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

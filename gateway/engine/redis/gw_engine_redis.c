@@ -17,6 +17,20 @@
  * message goes to this node's subscribers only, outside the sequence (offset 0), so local
  * delivery continues; /readyz says the node is degraded meanwhile.
  *
+ * Sentinel ([engine] sentinels): each shard is a master name instead of an address. E asks
+ * the sentinels for each master (gw_redis_sentinel), moves the shard's two connections there,
+ * checks with ROLE that the server is a master before it loads the functions, follows
+ * +switch-master at once, and asks again after any disconnect and every RE_SENTINEL_ASK_MS
+ * while the shard has no master. A failover is thus a reconnect like any other (backoff,
+ * resubscribe, presence resync), plus the fence below.
+ *
+ * Fences. Replication is asynchronous: a new master (or a Redis restarted from disk) may hold
+ * less of a channel than a node delivered. Before a shard is ready again, E sends
+ * herald_fence for every channel it has delivered from (gw_redis_schema.h): a channel Redis
+ * holds less of starts a new epoch, so clients are told they cannot recover instead of
+ * getting a gap or an offset given twice. The fences go before anything else this node sends
+ * to that server, its publishes included.
+ *
  * The channel side (what a node knows of each channel, joins, messages, recovery) is
  * gw_engine_redis_chan.c. This file: threads, requests in, batches and answers out, stats.
  *
@@ -275,6 +289,19 @@ static void re_metrics(const gw_engine_t *e, gw_metrics_t *w)
         gw_metrics_counter(w, "herald_redis_reconnects_total",
                            "Times the connection to the Redis server went down.", SERVER(i),
                            LOAD(re->shards[i].reconnects));
+    for (uint32_t i = 0; i < n; i++)
+        gw_metrics_counter(w, "herald_redis_failovers_total",
+                           "Times Sentinel moved the server's master to another address.",
+                           SERVER(i), LOAD(re->shards[i].failovers));
+    for (uint32_t i = 0; i < n; i++)
+        gw_metrics_counter(w, "herald_redis_no_master_seconds_total",
+                           "Time without a ready Redis master for the server (down, failing "
+                           "over, not found).",
+                           SERVER(i), (double)LOAD(re->shards[i].no_master_ms) / 1000.0);
+    if (re->n_sentinels > 0)
+        gw_metrics_gauge(w, "herald_redis_sentinel_up",
+                         "1 while this node is connected to one of its sentinels.", NULL,
+                         LOAD(re->is_sentinel_up) ? 1.0 : 0.0);
     gw_metrics_counter(w, "herald_redis_delivered_total",
                        "Messages from Redis handed to this node's loops.", NULL,
                        LOAD(st->delivered));
@@ -299,6 +326,10 @@ static void re_metrics(const gw_engine_t *e, gw_metrics_t *w)
     gw_metrics_counter(w, "herald_redis_epoch_changes_total",
                        "Channel epochs that changed under subscribers (Redis lost them).", NULL,
                        LOAD(st->epoch_changes));
+    gw_metrics_counter(w, "herald_redis_epoch_resets_total",
+                       "Channels this node gave a new epoch: Redis held fewer of their messages "
+                       "than it had delivered (a failover, a restart from disk).",
+                       NULL, LOAD(st->epoch_resets));
     gw_metrics_counter(w, "herald_redis_history_fetches_total",
                        "Recoveries answered from a Redis stream.", NULL, LOAD(st->history_fetches));
     gw_metrics_counter(w, "herald_redis_presence_dropped_total",
@@ -357,16 +388,63 @@ static void re_on_functions_loaded(gw_redis_link_t *l, redisReply *reply, void *
                (int)(reply->len < 200 ? reply->len : 200), reply->str);
         return;
     }
-    NL_LOG(NL_INFO, "redis_ready", "server=%s", sh->name);
+    gw_redis_addr_t a = gw_redis_link_addr(l);
+    NL_LOG(NL_INFO, "redis_ready", "server=%s host=%s port=%u", sh->name, a.host ? a.host : "-",
+           a.port);
+    /* Redis may hold less of a channel than this node delivered (a failover, a restart from
+     * disk): the fences go first, so that whatever this node sends after them, publishes
+     * included, finds every channel's epoch settled. */
+    re_chans_fence(sh->re, sh->index);
     re_set_shard_ready(sh, true);
     re_presence_server_ready(sh->re);
+}
+
+static void re_load_functions(gw_redis_link_t *l, re_shard_t *sh)
+{
+    const char *argv[] = {"FUNCTION", "LOAD", "REPLACE", gw_redis_functions};
+    if (gw_redis_link_command(l, re_on_functions_loaded, sh, 4, argv, NULL) < 0)
+        gw_redis_link_reset(l, -ENOMEM);
+}
+
+/* Through Sentinel, the server reached must be a master: an answer given during a failover
+ * may name the old one, back as a replica (whose writes would fail). */
+static void re_on_role(gw_redis_link_t *l, redisReply *reply, void *arg)
+{
+    re_shard_t *sh = arg;
+    if (!reply)
+        return;
+    bool is_master = reply->type == REDIS_REPLY_ARRAY && reply->elements > 0 &&
+                     reply->element[0]->type == REDIS_REPLY_STRING &&
+                     strcmp(reply->element[0]->str, "master") == 0;
+    if (is_master) {
+        re_load_functions(l, sh);
+        return;
+    }
+    gw_redis_addr_t a = gw_redis_link_addr(l);
+    NL_LOG(NL_WARN, "redis_not_master", "server=%s host=%s port=%u role=%.*s", sh->name,
+           a.host ? a.host : "-", a.port,
+           reply->type == REDIS_REPLY_ARRAY && reply->elements > 0 &&
+                   reply->element[0]->type == REDIS_REPLY_STRING
+               ? (int)(reply->element[0]->len < 16 ? reply->element[0]->len : 16)
+               : 1,
+           reply->type == REDIS_REPLY_ARRAY && reply->elements > 0 &&
+                   reply->element[0]->type == REDIS_REPLY_STRING
+               ? reply->element[0]->str
+               : "?");
+    gw_redis_link_reset(l, -EAGAIN); /* after this callback */
+    gw_redis_sentinel_ask(sh->re->sentinel, sh->index);
+    sh->last_ask_ms = nl_loop_now_ms(sh->re->loop);
 }
 
 static void re_on_link_up(gw_redis_link_t *l, void *arg)
 {
     re_shard_t *sh = arg;
-    const char *argv[] = {"FUNCTION", "LOAD", "REPLACE", gw_redis_functions};
-    if (gw_redis_link_command(l, re_on_functions_loaded, sh, 4, argv, NULL) < 0)
+    if (!sh->re->sentinel) {
+        re_load_functions(l, sh);
+        return;
+    }
+    const char *argv[] = {"ROLE"};
+    if (gw_redis_link_command(l, re_on_role, sh, 1, argv, NULL) < 0)
         gw_redis_link_reset(l, -ENOMEM);
 }
 
@@ -380,28 +458,73 @@ static void re_on_link_down(gw_redis_link_t *l, int err, void *arg)
      * command, and would deliver nothing either. */
     if (err == -ETIMEDOUT)
         gw_redis_link_reset(gw_redis_sub_link(sh->sub), err);
+    /* Through Sentinel: where is the master now? (A failover, or the same one restarting.) */
+    if (sh->re->sentinel) {
+        gw_redis_sentinel_ask(sh->re->sentinel, sh->index);
+        sh->last_ask_ms = nl_loop_now_ms(sh->re->loop);
+    }
 }
+
+/* Sentinel's answer or event: the master of shard index is host:port. */
+static void re_on_master(gw_redis_sentinel_t *s, uint32_t index, const char *host, uint16_t port,
+                         bool is_switch, void *arg)
+{
+    NL_UNUSED(s);
+    redis_engine_t *re = arg;
+    re_shard_t *sh = &re->shards[index];
+    gw_redis_addr_t was = gw_redis_link_addr(sh->link);
+    if (was.host && was.port == port && strcmp(was.host, host) == 0)
+        return;
+    if (was.host) {
+        atomic_fetch_add_explicit(&sh->failovers, 1, memory_order_relaxed);
+        NL_LOG(NL_WARN, "redis_master_changed", "server=%s from=%s:%u to=%s:%u via=%s", sh->name,
+               was.host, was.port, host, port, is_switch ? "switch" : "query");
+    } else {
+        NL_LOG(NL_INFO, "redis_master_found", "server=%s host=%s port=%u", sh->name, host, port);
+    }
+    (void)gw_redis_link_set_addr(sh->link, host, port);
+    (void)gw_redis_link_set_addr(gw_redis_sub_link(sh->sub), host, port);
+}
+
+/* How often a node without a master asks Sentinel again (besides +switch-master). */
+#define RE_SENTINEL_ASK_MS 500
 
 static void re_on_tick(nl_timer_t *t, void *arg)
 {
     NL_UNUSED(t);
     redis_engine_t *re = arg;
+    uint64_t now_ms = nl_loop_now_ms(re->loop);
+    uint64_t elapsed_ms = re->last_tick_ms ? now_ms - re->last_tick_ms : 0;
+    re->last_tick_ms = now_ms;
     for (uint32_t i = 0; i < re->n_shards; i++) {
         re_shard_t *sh = &re->shards[i];
         gw_redis_link_stats_t ls;
         gw_redis_link_get_stats(sh->link, &ls);
         atomic_store_explicit(&sh->pending, gw_redis_link_pending(sh->link), memory_order_relaxed);
         atomic_store_explicit(&sh->refused, ls.refused_busy, memory_order_relaxed);
+        if (sh->is_ready)
+            continue;
+        atomic_fetch_add_explicit(&sh->no_master_ms, elapsed_ms, memory_order_relaxed);
+        if (re->sentinel && now_ms - sh->last_ask_ms >= RE_SENTINEL_ASK_MS) {
+            gw_redis_sentinel_ask(re->sentinel, i);
+            sh->last_ask_ms = now_ms;
+        }
+    }
+    if (re->sentinel) {
+        gw_redis_sentinel_stats_t ss;
+        gw_redis_sentinel_get_stats(re->sentinel, &ss);
+        atomic_store_explicit(&re->is_sentinel_up, ss.is_up, memory_order_relaxed);
     }
     re_chans_tick(re);
     re_presence_tick(re);
 }
 
+/* srv NULL: through Sentinel, no address until it names the master. */
 static int re_shard_start(redis_engine_t *re, re_shard_t *sh, const gw_config_server_t *srv)
 {
     gw_redis_link_opts_t lo = {
-        .host = srv->host,
-        .port = srv->port,
+        .host = srv ? srv->host : NULL,
+        .port = srv ? srv->port : 0,
         .connect_timeout_ms = (uint32_t)re->timeout_ms,
         .command_timeout_ms = (uint32_t)re->timeout_ms,
         .max_pending = re->max_pending,
@@ -413,8 +536,8 @@ static int re_shard_start(redis_engine_t *re, re_shard_t *sh, const gw_config_se
     if (err < 0)
         return err;
     gw_redis_sub_opts_t so = {
-        .host = srv->host,
-        .port = srv->port,
+        .host = srv ? srv->host : NULL,
+        .port = srv ? srv->port : 0,
         .connect_timeout_ms = (uint32_t)re->timeout_ms,
         .on_message = re_chan_on_message,
         .on_subscribed = re_chan_on_subscribed,
@@ -430,7 +553,26 @@ static void re_on_start(nl_loop_t *loop, void *arg)
     re->loop = loop;
     int err = 0;
     for (uint32_t i = 0; err == 0 && i < re->n_shards; i++)
-        err = re_shard_start(re, &re->shards[i], &re->servers[i]);
+        err = re_shard_start(re, &re->shards[i], re->n_sentinels ? NULL : &re->servers[i]);
+    if (err == 0 && re->n_sentinels > 0) {
+        gw_redis_addr_t addrs[GW_CONFIG_REDIS_SERVERS_MAX];
+        const char *names[GW_CONFIG_REDIS_SERVERS_MAX];
+        for (uint32_t i = 0; i < re->n_sentinels; i++)
+            addrs[i] = (gw_redis_addr_t){re->sentinels[i].host, re->sentinels[i].port};
+        for (uint32_t i = 0; i < re->n_shards; i++)
+            names[i] = re->masters[i];
+        gw_redis_sentinel_opts_t so = {
+            .sentinels = addrs,
+            .n_sentinels = re->n_sentinels,
+            .masters = names,
+            .n_masters = re->n_shards,
+            .password = re->sentinel_password,
+            .timeout_ms = (uint32_t)re->timeout_ms,
+            .on_master = re_on_master,
+            .arg = re,
+        };
+        err = gw_redis_sentinel_new(&re->sentinel, loop, &so);
+    }
     if (err == 0)
         err = nl_timer_new(&re->tick, loop, re_on_tick, re);
     if (err == 0)
@@ -447,6 +589,8 @@ static void re_on_stop(nl_loop_t *loop, void *arg)
     NL_UNUSED(loop);
     redis_engine_t *re = arg;
     re->is_detached = true;
+    gw_redis_sentinel_free(re->sentinel);
+    re->sentinel = NULL;
     re_chans_deinit(re);
     re_presence_deinit(re);
     for (uint32_t i = 0; i < re->n_shards; i++) {
@@ -509,6 +653,7 @@ static void re_free(gw_engine_t *e)
     gw_fanout_outbox_deinit(&re->out);
     free(re->loop_rules);
     free(re->shards);
+    explicit_bzero(re->sentinel_password, sizeof(re->sentinel_password));
     free(re);
 }
 
@@ -546,7 +691,19 @@ int gw_engine_redis_new(gw_engine_t **out, const gw_engine_host_t *host)
     redis_engine_t *re = calloc(1, sizeof(*re));
     if (!re)
         return -ENOMEM;
-    int n = gw_config_parse_servers(cfg->redis, re->servers, GW_CONFIG_REDIS_SERVERS_MAX);
+    int n = 0;
+    if (cfg->sentinels[0]) {
+        int n_sentinels =
+            gw_config_parse_servers(cfg->sentinels, re->sentinels, GW_CONFIG_REDIS_SERVERS_MAX);
+        n = gw_config_parse_names(cfg->sentinel_master, re->masters, GW_CONFIG_REDIS_SERVERS_MAX);
+        re->n_sentinels = n_sentinels > 0 ? (uint32_t)n_sentinels : 0;
+        if (n_sentinels <= 0)
+            n = -EINVAL;
+        snprintf(re->sentinel_password, sizeof(re->sentinel_password), "%s",
+                 cfg->sentinel_password);
+    } else {
+        n = gw_config_parse_servers(cfg->redis, re->servers, GW_CONFIG_REDIS_SERVERS_MAX);
+    }
     if (n <= 0) {
         free(re);
         return -EINVAL;
@@ -575,9 +732,14 @@ int gw_engine_redis_new(gw_engine_t **out, const gw_engine_host_t *host)
         re_shard_t *sh = &re->shards[i];
         sh->re = re;
         sh->index = (uint32_t)i;
-        bool is_v6 = strchr(re->servers[i].host, ':') != NULL;
-        snprintf(sh->name, sizeof(sh->name), is_v6 ? "[%s]:%u" : "%s:%u", re->servers[i].host,
-                 re->servers[i].port);
+        if (re->n_sentinels > 0) {
+            /* The ring hashes the master's name, which a failover does not change. */
+            snprintf(sh->name, sizeof(sh->name), "%s", re->masters[i]);
+        } else {
+            bool is_v6 = strchr(re->servers[i].host, ':') != NULL;
+            snprintf(sh->name, sizeof(sh->name), is_v6 ? "[%s]:%u" : "%s:%u", re->servers[i].host,
+                     re->servers[i].port);
+        }
         names[i] = sh->name;
     }
     if (err == 0)
@@ -603,8 +765,8 @@ int gw_engine_redis_new(gw_engine_t **out, const gw_engine_host_t *host)
         re_free(&re->base);
         return err;
     }
-    NL_LOG(NL_INFO, "redis_engine", "servers=%u timeout_ms=%llu max_pending=%u", re->n_shards,
-           (unsigned long long)re->timeout_ms, re->max_pending);
+    NL_LOG(NL_INFO, "redis_engine", "servers=%u sentinels=%u timeout_ms=%llu max_pending=%u",
+           re->n_shards, re->n_sentinels, (unsigned long long)re->timeout_ms, re->max_pending);
     *out = &re->base;
     return 0;
 }

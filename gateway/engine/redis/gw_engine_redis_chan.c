@@ -20,6 +20,14 @@
  * After a reconnect the sub subscribes again and E asks herald_join again, which tells how
  * many messages went by unseen.
  *
+ * Fences. Before a shard is ready after a (re)connect, E sends herald_fence for each channel
+ * it has delivered from, with the epoch and offset it reached: where Redis holds less (a
+ * failover to a replica that missed the last messages, a restart from an older disk image)
+ * the channel starts a new epoch, and its subscribers see the epoch change at the next
+ * message (they cannot recover across it) instead of offsets given out twice. A message that
+ * arrives at or below the last offset while ACTIVE, or a resync answer below it, means the
+ * same thing and fences that channel at once (once at a time).
+ *
  * History. Channels that keep history keep their latest messages here too (gw_history, fed by
  * what arrives), so a recovery on the node where the client was is answered from memory. A
  * recovery the memory cannot answer (the client was on another node, or further back) reads
@@ -204,14 +212,14 @@ static re_pending_t *chan_pending(re_chan_t *c)
 /* --- delivery ------------------------------------------------------------------------------- */
 
 /* Hands m to c's loops, after the checks in the header comment. Takes no reference from the
- * caller's. */
-static void chan_deliver(redis_engine_t *re, re_chan_t *c, gw_msg_t *m)
+ * caller's. Returns false when m was dropped as a duplicate (at or below the last offset). */
+static bool chan_deliver(redis_engine_t *re, re_chan_t *c, gw_msg_t *m)
 {
     if (m->offset != 0) {
         if (m->epoch == c->epoch) {
             if (m->offset <= c->last_offset) {
                 re_count(&re->stats.duplicates, 1);
-                return;
+                return false;
             }
             if (m->offset > c->last_offset + 1)
                 re_count(&re->stats.lost, m->offset - c->last_offset - 1);
@@ -221,6 +229,7 @@ static void chan_deliver(redis_engine_t *re, re_chan_t *c, gw_msg_t *m)
             re_count(&re->stats.epoch_changes, 1);
             NL_LOG(NL_INFO, "redis_epoch_changed", "chan=%s", c->name);
             c->epoch = m->epoch;
+            c->acked_offset = 0;
             if (c->hist) {
                 const gw_history_rule_t *r =
                     gw_history_rules_match(&re->rules, c->name, c->key.name_len);
@@ -238,7 +247,10 @@ static void chan_deliver(redis_engine_t *re, re_chan_t *c, gw_msg_t *m)
     }
     re_count(&re->stats.delivered, 1);
     re_send(re, m, c->loop_mask);
+    return true;
 }
+
+static void chan_fence_one(redis_engine_t *re, re_chan_t *c);
 
 void re_chan_on_message(gw_redis_sub_t *s, const char *pubsub, size_t pubsub_len, const char *data,
                         size_t len, void *arg)
@@ -269,7 +281,10 @@ void re_chan_on_message(gw_redis_sub_t *s, const char *pubsub, size_t pubsub_len
         return;
     }
     if (c->state == RE_ACTIVE) {
-        chan_deliver(re, c, m);
+        /* Live, a message at or below the last offset is no duplicate of pub/sub (which
+         * delivers once): Redis has given an offset out again. */
+        if (!chan_deliver(re, c, m) && !c->is_resync)
+            chan_fence_one(re, c);
         gw_msg_unref(m);
         return;
     }
@@ -362,6 +377,8 @@ static void chan_on_joined(gw_redis_link_t *l, redisReply *reply, void *arg)
             NL_LOG(NL_WARN, "redis_messages_lost", "chan=%s lost=%" PRIu64, c->name,
                    latest - c->last_offset);
             c->last_offset = latest;
+        } else if (epoch == c->epoch && latest < c->last_offset) {
+            chan_fence_one(re, c); /* Redis holds less than was delivered here */
         }
     }
 }
@@ -370,8 +387,10 @@ static void chan_on_joined(gw_redis_link_t *l, redisReply *reply, void *arg)
 static void chan_ask_latest(redis_engine_t *re, re_chan_t *c)
 {
     char meta[RE_KEY_MAX];
+    char hist[RE_KEY_MAX];
     char candidate[17];
-    if (gw_redis_key(meta, sizeof(meta), GW_REDIS_META_PREFIX, c->name, c->key.name_len) < 0)
+    if (gw_redis_key(meta, sizeof(meta), GW_REDIS_META_PREFIX, c->name, c->key.name_len) < 0 ||
+        gw_redis_key(hist, sizeof(hist), GW_REDIS_HIST_PREFIX, c->name, c->key.name_len) < 0)
         return;
     proto_epoch_str(re_epoch_candidate(re, c->key.hash), candidate);
     join_cmd_t *cmd = malloc(sizeof(*cmd) + c->key.name_len + 1);
@@ -380,8 +399,8 @@ static void chan_ask_latest(redis_engine_t *re, re_chan_t *c)
     cmd->re = re;
     cmd->len = c->key.name_len;
     memcpy(cmd->name, c->name, c->key.name_len + 1);
-    const char *argv[] = {"FCALL", "herald_join", "1", meta, candidate};
-    if (gw_redis_link_command(chan_shard(re, c)->link, chan_on_joined, cmd, 5, argv, NULL) < 0) {
+    const char *argv[] = {"FCALL", "herald_join", "2", meta, hist, candidate};
+    if (gw_redis_link_command(chan_shard(re, c)->link, chan_on_joined, cmd, 6, argv, NULL) < 0) {
         free(cmd);
         return; /* the join timeout bounds the wait */
     }
@@ -444,8 +463,8 @@ void re_chan_leave(redis_engine_t *re, uint32_t loop, const char *name, size_t l
 
 /* --- publishing ----------------------------------------------------------------------------- */
 
-/* A publish on its way through Redis: its answer (a gw_engine_pub_t without channel or
- * payload, which Redis has now); cmd->engine is the redis_engine_t. */
+/* A publish on its way through Redis: its answer (a gw_engine_pub_t with the channel's name but
+ * without the payload, which Redis has now); cmd->engine is the redis_engine_t. */
 typedef gw_engine_pub_t pub_cmd_t;
 
 /* Answers where the publisher asked: on its loop (posted), or here (the HTTP thread's answer
@@ -475,6 +494,11 @@ static void chan_on_published(gw_redis_link_t *l, redisReply *reply, void *arg)
         cmd->result.offset = (uint64_t)reply->element[0]->integer;
         cmd->result.epoch = epoch;
         re_count(&re->stats.published, 1);
+        /* What Redis acknowledged counts as seen too: after a failover, a message whose
+         * publish was answered but whose delivery was cut off still fences its channel. */
+        re_chan_t *c = chan_find(re, cmd->data, cmd->chan_len, cmd->hash);
+        if (c && c->epoch == epoch && cmd->result.offset > c->acked_offset)
+            c->acked_offset = cmd->result.offset;
     } else {
         /* Dropped (Redis went away: the message may or may not be out) or refused. */
         cmd->result.status = reply ? -EIO : -ECONNRESET;
@@ -504,7 +528,8 @@ static void chan_publish_local(redis_engine_t *re, const char *name, size_t len,
 void re_chan_publish(redis_engine_t *re, const char *name, size_t len, uint32_t hash,
                      const void *payload, size_t plen, const gw_engine_reply_t *reply)
 {
-    pub_cmd_t *cmd = gw_engine_pub_new(re, &(gw_engine_msg_t){.chan = ""}, 0, reply);
+    pub_cmd_t *cmd =
+        gw_engine_pub_new(re, &(gw_engine_msg_t){.chan = name, .chan_len = len}, hash, reply);
     if (!cmd) {
         gw_engine_result_t res = {.status = -ENOMEM};
         if (!reply->loop)
@@ -752,6 +777,134 @@ void re_chan_history(redis_engine_t *re, re_hist_req_t *req)
         hist_drop_msgs(req);
         chan_read_stream(re, c, req);
     }
+}
+
+/* --- fences --------------------------------------------------------------------------------- */
+
+/* Channels per herald_fence. */
+#define RE_FENCE_CHUNK 128
+
+/* A herald_fence on its way: its channels' names, packed (NUL after each), for the answer. */
+typedef struct fence_cmd_s {
+    redis_engine_t *re;
+    uint32_t shard;
+    uint32_t n;
+    char names[];
+} fence_cmd_t;
+
+static void chan_on_fenced(gw_redis_link_t *l, redisReply *reply, void *arg)
+{
+    NL_UNUSED(l);
+    fence_cmd_t *cmd = arg;
+    redis_engine_t *re = cmd->re;
+    bool is_ok = reply && reply->type == REDIS_REPLY_ARRAY && reply->elements == cmd->n;
+    if (reply && !is_ok)
+        NL_LOG(NL_WARN, "redis_fence_failed", "server=%s err=\"%.*s\"", re->shards[cmd->shard].name,
+               reply->type == REDIS_REPLY_ERROR ? (int)(reply->len < 200 ? reply->len : 200) : 0,
+               reply->type == REDIS_REPLY_ERROR ? reply->str : "");
+    const char *name = cmd->names;
+    for (uint32_t i = 0; i < cmd->n; i++) {
+        size_t len = strlen(name);
+        re_chan_t *c = chan_find(re, name, len, gw_sub_hash(name, len));
+        if (c)
+            c->is_fencing = false;
+        if (is_ok && reply->element[i]->type == REDIS_REPLY_INTEGER &&
+            reply->element[i]->integer == 1) {
+            re_count(&re->stats.epoch_resets, 1);
+            NL_LOG(NL_WARN, "redis_epoch_reset", "chan=%s server=%s", name,
+                   re->shards[cmd->shard].name);
+        }
+        name += len + 1;
+    }
+    free(cmd);
+}
+
+/* One herald_fence for chans[0..n) (all on shard). */
+static void chan_send_fence(redis_engine_t *re, uint32_t shard, re_chan_t *const *chans, uint32_t n)
+{
+    size_t names_len = 0;
+    size_t keys_len = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        names_len += chans[i]->key.name_len + 1u;
+        keys_len += 2 * (sizeof(GW_REDIS_META_PREFIX) + chans[i]->key.name_len);
+    }
+    fence_cmd_t *cmd = malloc(sizeof(*cmd) + names_len);
+    char *keys = malloc(keys_len + (size_t)n * 3 * 24);
+    const char **argv = malloc((3 + 5 * (size_t)n) * sizeof(*argv));
+    if (!cmd || !keys || !argv)
+        goto done; /* a fence lost: the next reconnect or duplicate sends it again */
+    *cmd = (fence_cmd_t){.re = re, .shard = shard, .n = n};
+    char numkeys[16];
+    snprintf(numkeys, sizeof(numkeys), "%u", 2 * n);
+    int argc = 0;
+    argv[argc++] = "FCALL";
+    argv[argc++] = "herald_fence";
+    argv[argc++] = numkeys;
+    char *at = keys;
+    char *name_at = cmd->names;
+    for (uint32_t i = 0; i < n; i++) {
+        const re_chan_t *c = chans[i];
+        size_t cap = sizeof(GW_REDIS_META_PREFIX) + c->key.name_len;
+        argv[argc++] = at;
+        at += gw_redis_key(at, cap, GW_REDIS_META_PREFIX, c->name, c->key.name_len) + 1;
+        argv[argc++] = at;
+        at += gw_redis_key(at, cap, GW_REDIS_HIST_PREFIX, c->name, c->key.name_len) + 1;
+        memcpy(name_at, c->name, c->key.name_len + 1u);
+        name_at += c->key.name_len + 1u;
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        const re_chan_t *c = chans[i];
+        argv[argc++] = at;
+        proto_epoch_str(re_epoch_candidate(re, c->key.hash), at);
+        at += 17;
+        argv[argc++] = at;
+        proto_epoch_str(c->epoch, at);
+        at += 17;
+        argv[argc++] = at;
+        uint64_t seen = c->last_offset > c->acked_offset ? c->last_offset : c->acked_offset;
+        at += snprintf(at, 24, "%" PRIu64, seen) + 1;
+    }
+    if (gw_redis_link_command(re->shards[shard].link, chan_on_fenced, cmd, argc, argv, NULL) == 0) {
+        for (uint32_t i = 0; i < n; i++)
+            chans[i]->is_fencing = true;
+        cmd = NULL;
+    }
+done:
+    free(cmd);
+    free(keys);
+    free(argv);
+}
+
+/* Whether c has delivered offsets that Redis could have lost. */
+static bool chan_needs_fence(const re_chan_t *c)
+{
+    return c->state == RE_ACTIVE && (c->last_offset > 0 || c->acked_offset > 0) && c->epoch != 0;
+}
+
+void re_chans_fence(redis_engine_t *re, uint32_t shard)
+{
+    re_chan_t *chunk[RE_FENCE_CHUNK];
+    uint32_t n = 0;
+    gw_chantab_t *t = &re->chans;
+    for (uint32_t i = 0; t->slots && i <= t->mask; i++) {
+        re_chan_t *c = chan_of(gw_chantab_slot(t, i));
+        if (!c || c->shard != shard || !chan_needs_fence(c))
+            continue;
+        chunk[n++] = c;
+        if (n == RE_FENCE_CHUNK) {
+            chan_send_fence(re, shard, chunk, n);
+            n = 0;
+        }
+    }
+    if (n > 0)
+        chan_send_fence(re, shard, chunk, n);
+}
+
+static void chan_fence_one(redis_engine_t *re, re_chan_t *c)
+{
+    if (c->is_fencing || !chan_needs_fence(c) || !chan_shard(re, c)->is_ready)
+        return;
+    chan_send_fence(re, c->shard, &c, 1);
 }
 
 /* --- housekeeping --------------------------------------------------------------------------- */

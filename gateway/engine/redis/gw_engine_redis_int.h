@@ -18,17 +18,20 @@
 #include "gw_engine_redis.h"
 #include "gw_hashring.h"
 #include "gw_redis_link.h"
+#include "gw_redis_sentinel.h"
 #include "gw_redis_sub.h"
 #include "netlib/nl_loop_thread.h"
 #include "netlib/nl_timer.h"
 
 typedef struct redis_engine_s redis_engine_t;
 
-/* One Redis server: a command connection and a pub/sub connection. */
+/* One Redis server (or, through Sentinel, whichever server is the master of one name): a
+ * command connection and a pub/sub connection. */
 typedef struct re_shard_s {
     redis_engine_t *re;
     uint32_t index;
-    char name[GW_CONFIG_HOST_MAX + 8]; /* "host:port", the ring's name and the metric label */
+    /* "host:port", or the Sentinel master name: the ring's name and the metric label. */
+    char name[GW_CONFIG_HOST_MAX + 8];
     gw_redis_link_t *link;
     gw_redis_sub_t *sub;
     bool is_ready;                /* link up and the functions loaded (E only) */
@@ -36,7 +39,11 @@ typedef struct re_shard_s {
     _Atomic uint64_t pending;     /* commands in flight, mirrored for /metrics */
     _Atomic uint64_t refused;     /* commands refused at max_pending, mirrored likewise */
     struct rp_writes_s *writes;   /* E only: presence writes held back (presence.c) */
+    struct re_joins_s *joins;     /* E only: channels waiting to send herald_join (chan.c) */
     _Atomic uint64_t reconnects;
+    _Atomic uint64_t failovers;    /* the master's address changed (Sentinel) */
+    _Atomic uint64_t no_master_ms; /* time without a ready server, summed */
+    uint64_t last_ask_ms;          /* E: when Sentinel was last asked about it */
 } re_shard_t;
 
 /* Where a channel stands on this node. */
@@ -53,6 +60,7 @@ typedef struct re_chan_s {
     uint64_t loop_mask;    /* loops in the audience */
     uint64_t joining_mask; /* of those, waiting for their join answer (never while ACTIVE) */
     uint64_t last_offset;  /* the latest offset handed to the loops */
+    uint64_t acked_offset; /* the latest offset Redis gave a publish of this node, same epoch */
     uint64_t epoch;
     uint64_t since_ms;           /* when it left ACTIVE (or was made): join timeouts */
     gw_history_t *hist;          /* the latest messages, for recovery (history channels only) */
@@ -62,6 +70,7 @@ typedef struct re_chan_s {
     uint32_t shard;
     uint8_t state;    /* re_state_t */
     bool is_resync;   /* ACTIVE, herald_join in flight after a resubscribe */
+    bool is_fencing;  /* a herald_fence about it is on its way */
     bool is_waiting;  /* on the wait list */
     gw_chankey_t key; /* the herald channel name follows */
     char name[];
@@ -78,6 +87,7 @@ typedef struct re_stats_s {
     _Atomic uint64_t busy;             /* publishes refused: too many commands in flight */
     _Atomic uint64_t join_timeouts;    /* joins failed for want of Redis */
     _Atomic uint64_t epoch_changes;    /* a channel's epoch changed under its subscribers */
+    _Atomic uint64_t epoch_resets;     /* ... because Redis held less than this node delivered */
     _Atomic uint64_t history_fetches;  /* recoveries that read the Redis stream */
     _Atomic uint64_t presence_dropped; /* presence writes dropped: too many held back */
     _Atomic uint64_t channels;         /* channels with state here */
@@ -100,6 +110,14 @@ struct redis_engine_s {
     uint32_t n_shards;
     re_shard_t *shards;
     gw_config_server_t servers[GW_CONFIG_REDIS_SERVERS_MAX]; /* [engine] redis, parsed */
+    /* [engine] sentinels, parsed (n_sentinels 0: no Sentinel), and the master names. */
+    gw_config_server_t sentinels[GW_CONFIG_REDIS_SERVERS_MAX];
+    uint32_t n_sentinels;
+    char masters[GW_CONFIG_REDIS_SERVERS_MAX][GW_CONFIG_NAME_MAX];
+    char sentinel_password[GW_CONFIG_SECRET_MAX];
+    gw_redis_sentinel_t *sentinel; /* E */
+    _Atomic bool is_sentinel_up;
+    uint64_t last_tick_ms; /* E */
     uint64_t timeout_ms;
     uint32_t max_pending;
     /* E only. */
@@ -207,6 +225,9 @@ void re_presence_send(redis_engine_t *re, uint32_t shard, int argc, const char *
 
 /* Every ~250 ms: joins that waited past the timeout fail; histories age. */
 void re_chans_tick(redis_engine_t *re);
+/* Sends herald_fence for every channel of shard this node has delivered from (before the
+ * shard is ready again after a reconnect: the node's own commands come after it). */
+void re_chans_fence(redis_engine_t *re, uint32_t shard);
 /* Re-applies history rules (a reload). */
 void re_chans_reconfigure(redis_engine_t *re, const gw_config_t *cfg);
 

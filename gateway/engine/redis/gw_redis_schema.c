@@ -19,15 +19,22 @@
 
 const char gw_redis_functions[] =
     "#!lua name=herald\n"
-    "local function epoch_of(meta, candidate)\n"
+    "local function new_epoch(candidate, old)\n"
+    "  if candidate and #candidate == 16 and candidate ~= old then return candidate end\n"
+    "  local t = redis.call('TIME')\n"
+    "  local e = string.format('%08x%08x', tonumber(t[1]) % 4294967296,\n"
+    "                          (tonumber(t[2]) * 4099) % 4294967296)\n"
+    "  if e == old then e = string.format('%016x', (tonumber(t[2]) + 7) * 65537) end\n"
+    "  return e\n"
+    "end\n"
+    /* A channel without an epoch starts one; a stream left from before (it may outlive the
+     * hash) belongs to no epoch any more and goes, or its higher ids would refuse XADD. */
+    "local function epoch_of(meta, hist, candidate)\n"
     "  local e = redis.call('HGET', meta, 'e')\n"
     "  if e then return e end\n"
-    "  if candidate and #candidate == 16 then e = candidate else\n"
-    "    local t = redis.call('TIME')\n"
-    "    e = string.format('%08x%08x', tonumber(t[1]) % 4294967296,\n"
-    "                      (tonumber(t[2]) * 4099) % 4294967296)\n"
-    "  end\n"
+    "  e = new_epoch(candidate, nil)\n"
     "  redis.call('HSET', meta, 'e', e)\n"
+    "  if hist then redis.call('DEL', hist) end\n"
     "  return e\n"
     "end\n"
     "redis.register_function('herald_publish', function(keys, args)\n"
@@ -35,7 +42,7 @@ const char gw_redis_functions[] =
     "  local chan, payload = args[1], args[2]\n"
     "  local keep = tonumber(args[3] or '0') or 0\n"
     "  local age_ms = tonumber(args[4] or '0') or 0\n"
-    "  local e = epoch_of(meta, args[5])\n"
+    "  local e = epoch_of(meta, hist, args[5])\n"
     "  local off = redis.call('HINCRBY', meta, 'o', 1)\n"
     "  local t = redis.call('TIME')\n"
     "  local ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
@@ -51,7 +58,7 @@ const char gw_redis_functions[] =
     "end)\n"
     "redis.register_function('herald_join', function(keys, args)\n"
     "  local meta = keys[1]\n"
-    "  local e = epoch_of(meta, args[1])\n"
+    "  local e = epoch_of(meta, keys[2], args[1])\n"
     "  redis.call('PEXPIRE', meta, " META_TTL_MS ")\n"
     "  return {tonumber(redis.call('HGET', meta, 'o') or '0'), e}\n"
     "end)\n"
@@ -70,6 +77,26 @@ const char gw_redis_functions[] =
     "    at = at + nf\n"
     "  end\n"
     "  return #keys\n"
+    "end)\n"
+    /* After a failover or a restart from disk, Redis may hold less of a channel than a node
+     * delivered (replication is asynchronous). The channel then starts a new epoch at offset
+     * 0 with an empty stream, so that no offset of the old epoch is given out twice. */
+    "redis.register_function('herald_fence', function(keys, args)\n"
+    "  local out = {}\n"
+    "  for i = 1, #keys / 2 do\n"
+    "    local meta, hist = keys[2 * i - 1], keys[2 * i]\n"
+    "    local seen_e, seen_o = args[3 * i - 1], tonumber(args[3 * i]) or 0\n"
+    "    local e = redis.call('HGET', meta, 'e')\n"
+    "    local o = tonumber(redis.call('HGET', meta, 'o') or '0')\n"
+    "    out[i] = 0\n"
+    "    if e and e == seen_e and o < seen_o then\n"
+    "      redis.call('HSET', meta, 'e', new_epoch(args[3 * i - 2], e), 'o', 0)\n"
+    "      redis.call('DEL', hist)\n"
+    "      redis.call('PEXPIRE', meta, " META_TTL_MS ")\n"
+    "      out[i] = 1\n"
+    "    end\n"
+    "  end\n"
+    "  return out\n"
     "end)\n";
 
 /* Reads a decimal number ending at stop; advances *p past stop. */

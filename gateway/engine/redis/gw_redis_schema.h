@@ -20,8 +20,17 @@
  *       gives the message C's next offset (creating C's epoch if it has none), keeps it in
  *       the stream when keep > 0 (MAXLEN ~ keep; the stream expires age_ms after its last
  *       message), publishes the envelope on herald:C and returns {offset, epoch, time_ms}.
- *   FCALL herald_join 1 herald:m:C [epoch]
- *       returns {latest offset, epoch}, creating the epoch if C has none.
+ *   FCALL herald_join 1 herald:m:C [epoch]  (or 2 herald:m:C herald:h:C [epoch])
+ *       returns {latest offset, epoch}, creating the epoch if C has none (and then dropping
+ *       a stream left from an epoch that expired, when its key is given).
+ *   FCALL herald_fence 2N herald:m:C1 herald:h:C1 .. herald:m:CN herald:h:CN
+ *         epoch1 seen_epoch1 seen_offset1 .. epochN seen_epochN seen_offsetN
+ *       for each channel a node has delivered up to (seen_epoch, seen_offset): when Redis
+ *       holds that epoch with a lower offset (a failover to a replica that had not received
+ *       the last messages, or a restart from an older disk image), the channel starts a new
+ *       epoch (epoch_i, or one derived from the time) at offset 0 and its stream is dropped,
+ *       so that no (epoch, offset) is given to two messages; returns N integers, 1 for each
+ *       channel reset so, else 0.
  *   FCALL herald_refresh N herald:u:U1 .. herald:u:UN F field1 .. fieldF ttl_ms
  *         value1_1 .. value1_F .. valueN_1 .. valueN_F
  *       a node's write of N users' online status in one command: sets the F fields of each

@@ -199,10 +199,13 @@ int gw_redis_sub_new(gw_redis_sub_t **out, nl_loop_t *loop, const gw_redis_sub_o
     gw_redis_link_opts_t lo = {
         .host = opts->host,
         .port = opts->port,
+        .addrs = opts->addrs,
+        .n_addrs = opts->n_addrs,
+        .password = opts->password,
         .connect_timeout_ms = opts->connect_timeout_ms,
         .backoff_min_ms = opts->backoff_min_ms,
         .backoff_max_ms = opts->backoff_max_ms,
-        .max_pending = 1, /* the link's command ring is not used */
+        .max_pending = 1, /* the link's command ring is not used (but for AUTH) */
         .on_up = sub_on_up,
         .on_down = sub_on_down,
         .arg = s,

@@ -38,9 +38,12 @@ typedef void (*gw_redis_subscribed_cb)(gw_redis_sub_t *s, const char *chan, size
                                        void *arg);
 
 typedef struct gw_redis_sub_opts_s {
-    const char *host;
+    const char *host; /* host, port, addrs, n_addrs, password: as gw_redis_link_opts_t */
     uint16_t port;
-    uint32_t connect_timeout_ms; /* as gw_redis_link_opts_t */
+    const gw_redis_addr_t *addrs;
+    uint32_t n_addrs;
+    const char *password;
+    uint32_t connect_timeout_ms;
     uint32_t backoff_min_ms;
     uint32_t backoff_max_ms;
     gw_redis_message_cb on_message;
@@ -67,7 +70,7 @@ int gw_redis_sub_add(gw_redis_sub_t *s, const char *chan, size_t len);
 /* No longer wants it. Returns: 0; -ENOENT (not wanted). */
 int gw_redis_sub_remove(gw_redis_sub_t *s, const char *chan, size_t len);
 
-/* The connection under the sub (its state, stats, reset). */
+/* The connection under the sub (its state, stats, reset, gw_redis_link_set_addr). */
 gw_redis_link_t *gw_redis_sub_link(gw_redis_sub_t *s);
 
 void gw_redis_sub_get_stats(const gw_redis_sub_t *s, gw_redis_sub_stats_t *out);
