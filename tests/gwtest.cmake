@@ -84,3 +84,12 @@ if(TARGET test_gw_redis_engine)
     target_link_libraries(test_gw_redis_engine PRIVATE PkgConfig::GWTEST_REDIS_JANSSON
                           PkgConfig::GWTEST_REDIS_HIREDIS)
 endif()
+# A Redis failover through Sentinel under load (tests/failover_run.c): a master, a replica,
+# three redis-sentinels and two herald nodes.
+herald_gwtest(test_gw_redis_failover TIMEOUT 300)
+if(TARGET test_gw_redis_failover)
+    target_sources(test_gw_redis_failover PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/redis_harness.c
+                   ${CMAKE_CURRENT_SOURCE_DIR}/failover_run.c)
+    pkg_check_modules(GWTEST_FO_HIREDIS REQUIRED IMPORTED_TARGET hiredis)
+    target_link_libraries(test_gw_redis_failover PRIVATE PkgConfig::GWTEST_FO_HIREDIS)
+endif()

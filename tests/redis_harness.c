@@ -430,29 +430,39 @@ redisContext *test_sentinel_subscribe(const test_sentinel_t *s, const char *pass
 int test_sentinel_await_switch(redisContext *sub, const char *name, uint16_t *new_port,
                                int timeout_ms)
 {
+    /* Reads with poll() on the socket, never with a hiredis timeout, which would leave the
+     * context unusable: a caller may wait in short slices. */
     int64_t deadline = now_ms() + timeout_ms;
     for (;;) {
-        int64_t left = deadline - now_ms();
-        if (left <= 0)
-            return -ETIMEDOUT;
-        struct timeval tv = {left / 1000, (left % 1000) * 1000};
-        redisSetTimeout(sub, tv);
-        redisReply *r = NULL;
-        if (redisGetReply(sub, (void **)&r) != REDIS_OK)
-            return sub->err == REDIS_ERR_IO ? -ETIMEDOUT : -EIO;
-        /* ["message", "+switch-master", "<name> <old ip> <old port> <new ip> <new port>"] */
-        char got[128];
-        unsigned old_port = 0;
-        unsigned port = 0;
-        bool is_ours =
-            r->type == REDIS_REPLY_ARRAY && r->elements == 3 &&
-            r->element[2]->type == REDIS_REPLY_STRING &&
-            sscanf(r->element[2]->str, "%127s %*s %u %*s %u", got, &old_port, &port) == 3 &&
-            strcmp(got, name) == 0;
-        freeReplyObject(r);
-        if (is_ours) {
-            *new_port = (uint16_t)port;
-            return 0;
+        void *reply = NULL;
+        if (redisGetReplyFromReader(sub, &reply) != REDIS_OK)
+            return -EIO;
+        if (reply) {
+            /* ["message", "+switch-master", "<name> <old ip> <old port> <new ip> <new port>"] */
+            redisReply *r = reply;
+            char got[128];
+            unsigned old_port = 0;
+            unsigned port = 0;
+            bool is_ours =
+                r->type == REDIS_REPLY_ARRAY && r->elements == 3 &&
+                r->element[2]->type == REDIS_REPLY_STRING &&
+                sscanf(r->element[2]->str, "%127s %*s %u %*s %u", got, &old_port, &port) == 3 &&
+                strcmp(got, name) == 0;
+            freeReplyObject(r);
+            if (is_ours) {
+                *new_port = (uint16_t)port;
+                return 0;
+            }
+            continue;
         }
+        int64_t left = deadline - now_ms();
+        struct pollfd p = {.fd = sub->fd, .events = POLLIN};
+        int n = poll(&p, 1, left > 0 ? (int)left : 0);
+        if (n < 0 && errno != EINTR)
+            return -errno;
+        if (n == 0)
+            return -ETIMEDOUT;
+        if (n > 0 && redisBufferRead(sub) != REDIS_OK)
+            return -EIO;
     }
 }

@@ -94,7 +94,7 @@ int test_sentinel_await(const test_sentinel_t *s, const char *name, const char *
 
 /* Waits for the next +switch-master event of master name on sentinel s, subscribed before
  * this is called (sub from test_sentinel_subscribe). Writes the new master's port. Returns:
- * 0; -ETIMEDOUT; -EIO. */
+ * 0; -ETIMEDOUT (sub stays usable: a caller may wait in slices); -EIO. */
 struct redisContext;
 struct redisContext *test_sentinel_subscribe(const test_sentinel_t *s, const char *password);
 int test_sentinel_await_switch(struct redisContext *sub, const char *name, uint16_t *new_port,

@@ -67,6 +67,9 @@ static void re_flush_all(nl_loop_t *loop, void *arg)
     redis_engine_t *re = arg;
     if (!re->is_detached)
         gw_fanout_outbox_flush(&re->out);
+    /* Joins before presence writes: a client waits on each join. */
+    for (uint32_t i = 0; i < re->n_shards; i++)
+        re_chans_flush_joins(re, i);
     re_presence_flush(re);
 }
 
@@ -320,6 +323,10 @@ static void re_metrics(const gw_engine_t *e, gw_metrics_t *w)
     gw_metrics_counter(w, "herald_redis_busy_publishes_total",
                        "Publishes refused: too many commands in flight toward Redis.", NULL,
                        LOAD(st->busy));
+    gw_metrics_counter(w, "herald_redis_unavailable_publishes_total",
+                       "Publishes to history channels refused (BUSY) while their Redis server was "
+                       "down or failing over.",
+                       NULL, LOAD(st->unavailable));
     gw_metrics_counter(w, "herald_redis_join_timeouts_total",
                        "Subscriptions refused because Redis did not answer in time.", NULL,
                        LOAD(st->join_timeouts));
@@ -396,6 +403,7 @@ static void re_on_functions_loaded(gw_redis_link_t *l, redisReply *reply, void *
      * included, finds every channel's epoch settled. */
     re_chans_fence(sh->re, sh->index);
     re_set_shard_ready(sh, true);
+    re_chans_rejoin(sh->re, sh->index);
     re_presence_server_ready(sh->re);
 }
 
@@ -540,6 +548,7 @@ static int re_shard_start(redis_engine_t *re, re_shard_t *sh, const gw_config_se
         .port = srv ? srv->port : 0,
         .connect_timeout_ms = (uint32_t)re->timeout_ms,
         .on_message = re_chan_on_message,
+        .on_state = re_chan_on_sub_state,
         .on_subscribed = re_chan_on_subscribed,
         .arg = sh,
     };
@@ -591,6 +600,7 @@ static void re_on_stop(nl_loop_t *loop, void *arg)
     re->is_detached = true;
     gw_redis_sentinel_free(re->sentinel);
     re->sentinel = NULL;
+    re_chans_deinit_joins(re);
     re_chans_deinit(re);
     re_presence_deinit(re);
     for (uint32_t i = 0; i < re->n_shards; i++) {

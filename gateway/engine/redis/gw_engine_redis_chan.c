@@ -58,19 +58,9 @@ struct re_pending_s {
     re_hist_req_t *hist_tail;
 };
 
-static re_chan_t *chan_of(gw_chankey_t *k)
+re_chan_t *re_chan_find(redis_engine_t *re, const char *name, size_t len, uint32_t hash)
 {
-    return k ? (re_chan_t *)((char *)k - offsetof(re_chan_t, key)) : NULL;
-}
-
-static re_chan_t *chan_find(redis_engine_t *re, const char *name, size_t len, uint32_t hash)
-{
-    return chan_of(gw_chantab_find(&re->chans, name, len, hash));
-}
-
-static re_shard_t *chan_shard(redis_engine_t *re, const re_chan_t *c)
-{
-    return &re->shards[c->shard];
+    return re_chan_of(gw_chantab_find(&re->chans, name, len, hash));
 }
 
 int re_chans_init(redis_engine_t *re)
@@ -145,7 +135,7 @@ static re_chan_t *chan_new(redis_engine_t *re, const char *name, size_t len, uin
         goto fail;
     char pubsub[RE_KEY_MAX];
     int plen = chan_pubsub_name(pubsub, c);
-    if (plen < 0 || gw_redis_sub_add(chan_shard(re, c)->sub, pubsub, (size_t)plen) < 0) {
+    if (plen < 0 || gw_redis_sub_add(re_chan_shard(re, c)->sub, pubsub, (size_t)plen) < 0) {
         gw_chantab_remove(&re->chans, &c->key);
         goto fail;
     }
@@ -177,7 +167,7 @@ static void chan_free(redis_engine_t *re, re_chan_t *c)
     char pubsub[RE_KEY_MAX];
     int plen = chan_pubsub_name(pubsub, c);
     if (plen > 0)
-        (void)gw_redis_sub_remove(chan_shard(re, c)->sub, pubsub, (size_t)plen);
+        (void)gw_redis_sub_remove(re_chan_shard(re, c)->sub, pubsub, (size_t)plen);
     wait_remove(re, c);
     chan_fail_waiting(re, c, -ENOENT);
     pending_free(c->pending);
@@ -192,7 +182,7 @@ void re_chans_deinit(redis_engine_t *re)
     gw_chantab_t *t = &re->chans;
     while (t->slots && t->count > 0) {
         for (uint32_t i = 0; i <= t->mask; i++) {
-            re_chan_t *c = chan_of(gw_chantab_slot(t, i));
+            re_chan_t *c = re_chan_of(gw_chantab_slot(t, i));
             if (c) {
                 chan_free(re, c); /* the table may move entries: scan again */
                 break;
@@ -250,8 +240,6 @@ static bool chan_deliver(redis_engine_t *re, re_chan_t *c, gw_msg_t *m)
     return true;
 }
 
-static void chan_fence_one(redis_engine_t *re, re_chan_t *c);
-
 void re_chan_on_message(gw_redis_sub_t *s, const char *pubsub, size_t pubsub_len, const char *data,
                         size_t len, void *arg)
 {
@@ -263,7 +251,7 @@ void re_chan_on_message(gw_redis_sub_t *s, const char *pubsub, size_t pubsub_len
     if (!name)
         return;
     uint32_t hash = gw_sub_hash(name, name_len);
-    re_chan_t *c = chan_find(re, name, name_len, hash);
+    re_chan_t *c = re_chan_find(re, name, name_len, hash);
     if (!c)
         return; /* nobody here subscribes any more (an UNSUBSCRIBE on its way) */
     if (gw_presence_is_listener(name, name_len)) {
@@ -283,8 +271,8 @@ void re_chan_on_message(gw_redis_sub_t *s, const char *pubsub, size_t pubsub_len
     if (c->state == RE_ACTIVE) {
         /* Live, a message at or below the last offset is no duplicate of pub/sub (which
          * delivers once): Redis has given an offset out again. */
-        if (!chan_deliver(re, c, m) && !c->is_resync)
-            chan_fence_one(re, c);
+        if (!chan_deliver(re, c, m))
+            re_chan_fence(re, c, true);
         gw_msg_unref(m);
         return;
     }
@@ -344,7 +332,7 @@ static void chan_on_joined(gw_redis_link_t *l, redisReply *reply, void *arg)
     NL_UNUSED(l);
     join_cmd_t *cmd = arg;
     redis_engine_t *re = cmd->re;
-    re_chan_t *c = chan_find(re, cmd->name, cmd->len, gw_sub_hash(cmd->name, cmd->len));
+    re_chan_t *c = re_chan_find(re, cmd->name, cmd->len, gw_sub_hash(cmd->name, cmd->len));
     free(cmd);
     if (!c)
         return;
@@ -358,7 +346,6 @@ static void chan_on_joined(gw_redis_link_t *l, redisReply *reply, void *arg)
          * confirmation, after the reconnect; the join timeout bounds the wait. */
         if (c->state == RE_JOINING)
             c->state = RE_SUBSCRIBING;
-        c->is_resync = false;
         return;
     }
     uint64_t latest = (uint64_t)reply->element[0]->integer;
@@ -366,48 +353,136 @@ static void chan_on_joined(gw_redis_link_t *l, redisReply *reply, void *arg)
         c->epoch = epoch;
         c->last_offset = latest;
         chan_became_active(re, c);
-        return;
-    }
-    if (c->state == RE_ACTIVE && c->is_resync) {
-        /* Back after a reconnect: what went by unseen is lost for those loops (their clients
-         * see the gap in offsets and may recover). */
-        c->is_resync = false;
-        if (epoch == c->epoch && latest > c->last_offset) {
-            re_count(&re->stats.lost, latest - c->last_offset);
-            NL_LOG(NL_WARN, "redis_messages_lost", "chan=%s lost=%" PRIu64, c->name,
-                   latest - c->last_offset);
-            c->last_offset = latest;
-        } else if (epoch == c->epoch && latest < c->last_offset) {
-            chan_fence_one(re, c); /* Redis holds less than was delivered here */
-        }
     }
 }
 
-/* Asks the channel's server for its latest offset (herald_join). */
-static void chan_ask_latest(redis_engine_t *re, re_chan_t *c)
+/* Joins wait here, in order, while the link has re_budget() commands in flight: a burst of
+ * subscriptions (a reconnect storm, a node's 16,000 clients arriving at once) is paced by
+ * Redis's replies instead of refused, and leaves the other half of the link to publishes.
+ * Each entry is the herald_join's own argument, the channel's name: a channel gone or no
+ * longer SUBSCRIBING by its turn is skipped. Cleared when the link goes down (the channels
+ * ask again at their next SUBSCRIBE confirmation). */
+struct re_joins_s {
+    join_cmd_t **q; /* a ring */
+    uint32_t head;
+    uint32_t n;
+    uint32_t cap;
+};
+
+/* Sends herald_join for c: both keys (the stream is dropped with an epoch that expired). */
+static int chan_send_join(redis_engine_t *re, re_chan_t *c, join_cmd_t *cmd)
 {
     char meta[RE_KEY_MAX];
     char hist[RE_KEY_MAX];
     char candidate[17];
     if (gw_redis_key(meta, sizeof(meta), GW_REDIS_META_PREFIX, c->name, c->key.name_len) < 0 ||
         gw_redis_key(hist, sizeof(hist), GW_REDIS_HIST_PREFIX, c->name, c->key.name_len) < 0)
-        return;
+        return -EINVAL;
     proto_epoch_str(re_epoch_candidate(re, c->key.hash), candidate);
+    const char *argv[] = {"FCALL", "herald_join", "2", meta, hist, candidate};
+    int err = gw_redis_link_command(re_chan_shard(re, c)->link, chan_on_joined, cmd, 6, argv, NULL);
+    if (err == 0)
+        c->state = RE_JOINING;
+    return err;
+}
+
+static bool joins_push(re_shard_t *sh, join_cmd_t *cmd)
+{
+    struct re_joins_s *j = sh->joins;
+    if (!j && !(j = sh->joins = calloc(1, sizeof(*j))))
+        return false;
+    if (j->n == j->cap) {
+        uint32_t cap = j->cap ? j->cap * 2 : 64;
+        join_cmd_t **q = malloc(cap * sizeof(*q));
+        if (!q)
+            return false;
+        for (uint32_t i = 0; i < j->n; i++)
+            q[i] = j->q[(j->head + i) % j->cap];
+        free(j->q);
+        j->q = q;
+        j->head = 0;
+        j->cap = cap;
+    }
+    j->q[(j->head + j->n) % j->cap] = cmd;
+    j->n++;
+    return true;
+}
+
+static join_cmd_t *joins_pop(struct re_joins_s *j)
+{
+    join_cmd_t *cmd = j->q[j->head];
+    j->head = (j->head + 1) % j->cap;
+    j->n--;
+    return cmd;
+}
+
+/* Asks the channel's server for its latest offset (herald_join), now or in its turn. */
+static void chan_ask_latest(redis_engine_t *re, re_chan_t *c)
+{
     join_cmd_t *cmd = malloc(sizeof(*cmd) + c->key.name_len + 1);
     if (!cmd)
-        return;
+        return; /* the join timeout bounds the wait */
     cmd->re = re;
     cmd->len = c->key.name_len;
     memcpy(cmd->name, c->name, c->key.name_len + 1);
-    const char *argv[] = {"FCALL", "herald_join", "2", meta, hist, candidate};
-    if (gw_redis_link_command(chan_shard(re, c)->link, chan_on_joined, cmd, 6, argv, NULL) < 0) {
-        free(cmd);
-        return; /* the join timeout bounds the wait */
+    re_shard_t *sh = re_chan_shard(re, c);
+    bool is_queue_empty = !sh->joins || sh->joins->n == 0;
+    if (is_queue_empty && gw_redis_link_pending(sh->link) < re_budget(re) &&
+        chan_send_join(re, c, cmd) == 0)
+        return;
+    if (!sh->is_ready || !joins_push(sh, cmd))
+        free(cmd); /* the next confirmation asks again; the join timeout bounds the wait */
+}
+
+void re_chan_on_sub_state(gw_redis_sub_t *s, int err, void *arg)
+{
+    NL_UNUSED(s);
+    re_shard_t *sh = arg;
+    if (err == 0)
+        return;
+    /* Down: the channels still joining must see a confirmation again before they ask. */
+    for (re_chan_t *c = sh->re->wait_head; c; c = c->wait_next)
+        if (c->shard == sh->index)
+            c->is_subscribed = false;
+}
+
+void re_chans_rejoin(redis_engine_t *re, uint32_t shard)
+{
+    for (re_chan_t *c = re->wait_head; c; c = c->wait_next)
+        if (c->shard == shard && c->state == RE_SUBSCRIBING && c->is_subscribed &&
+            !gw_presence_is_listener(c->name, c->key.name_len))
+            chan_ask_latest(re, c);
+}
+
+void re_chans_flush_joins(redis_engine_t *re, uint32_t shard)
+{
+    re_shard_t *sh = &re->shards[shard];
+    struct re_joins_s *j = sh->joins;
+    while (j && j->n > 0) {
+        if (!sh->is_ready) {
+            free(joins_pop(j)); /* down: asked again at the next confirmation */
+            continue;
+        }
+        if (gw_redis_link_pending(sh->link) >= re_budget(re))
+            return;
+        join_cmd_t *cmd = joins_pop(j);
+        re_chan_t *c = re_chan_find(re, cmd->name, cmd->len, gw_sub_hash(cmd->name, cmd->len));
+        if (!c || c->state != RE_SUBSCRIBING || chan_send_join(re, c, cmd) < 0)
+            free(cmd);
     }
-    if (c->state == RE_SUBSCRIBING)
-        c->state = RE_JOINING;
-    else
-        c->is_resync = true;
+}
+
+void re_chans_deinit_joins(redis_engine_t *re)
+{
+    for (uint32_t i = 0; i < re->n_shards; i++) {
+        struct re_joins_s *j = re->shards[i].joins;
+        while (j && j->n > 0)
+            free(joins_pop(j));
+        if (j)
+            free(j->q);
+        free(j);
+        re->shards[i].joins = NULL;
+    }
 }
 
 void re_chan_on_subscribed(gw_redis_sub_t *s, const char *pubsub, size_t pubsub_len, void *arg)
@@ -419,22 +494,26 @@ void re_chan_on_subscribed(gw_redis_sub_t *s, const char *pubsub, size_t pubsub_
     const char *name = gw_redis_channel_of(pubsub, pubsub_len, &len);
     if (!name)
         return;
-    re_chan_t *c = chan_find(re, name, len, gw_sub_hash(name, len));
+    re_chan_t *c = re_chan_find(re, name, len, gw_sub_hash(name, len));
     if (!c)
         return;
+    c->is_subscribed = true;
     /* A listener channel carries events only: no offsets to ask for. */
     if (gw_presence_is_listener(name, len)) {
         if (c->state != RE_ACTIVE)
             chan_became_active(re, c);
         return;
     }
-    if (c->state == RE_SUBSCRIBING || c->state == RE_ACTIVE)
+    /* An ACTIVE channel resubscribed after a reconnect has nothing to ask: the fence sent
+     * when the server came back settled its epoch, and what went by unseen shows as a gap at
+     * the next message (counted lost; its clients may recover it). */
+    if (c->state == RE_SUBSCRIBING)
         chan_ask_latest(re, c);
 }
 
 void re_chan_join(redis_engine_t *re, uint32_t loop, const char *name, size_t len, uint32_t hash)
 {
-    re_chan_t *c = chan_find(re, name, len, hash);
+    re_chan_t *c = re_chan_find(re, name, len, hash);
     if (!c)
         c = chan_new(re, name, len, hash);
     if (!c) {
@@ -452,7 +531,7 @@ void re_chan_join(redis_engine_t *re, uint32_t loop, const char *name, size_t le
 
 void re_chan_leave(redis_engine_t *re, uint32_t loop, const char *name, size_t len, uint32_t hash)
 {
-    re_chan_t *c = chan_find(re, name, len, hash);
+    re_chan_t *c = re_chan_find(re, name, len, hash);
     if (!c)
         return;
     c->loop_mask &= ~(UINT64_C(1) << loop);
@@ -496,7 +575,7 @@ static void chan_on_published(gw_redis_link_t *l, redisReply *reply, void *arg)
         re_count(&re->stats.published, 1);
         /* What Redis acknowledged counts as seen too: after a failover, a message whose
          * publish was answered but whose delivery was cut off still fences its channel. */
-        re_chan_t *c = chan_find(re, cmd->data, cmd->chan_len, cmd->hash);
+        re_chan_t *c = re_chan_find(re, cmd->data, cmd->chan_len, cmd->hash);
         if (c && c->epoch == epoch && cmd->result.offset > c->acked_offset)
             c->acked_offset = cmd->result.offset;
     } else {
@@ -509,12 +588,21 @@ static void chan_on_published(gw_redis_link_t *l, redisReply *reply, void *arg)
     pub_answer(cmd);
 }
 
-/* Redis is out of reach: this node's subscribers get it, outside the sequence. */
+/* Redis is out of reach: this node's subscribers get it, outside the sequence. Not for a
+ * channel that keeps history: its clients are promised every message or a "cannot recover",
+ * and the other nodes' subscribers could neither see nor recover a message sent this way; the
+ * publisher is told to retry (BUSY), as during a failover it soon can. */
 static void chan_publish_local(redis_engine_t *re, const char *name, size_t len, uint32_t hash,
                                const void *payload, size_t plen, pub_cmd_t *cmd)
 {
+    if (gw_history_rule_keeps(gw_history_rules_match(&re->rules, name, len))) {
+        re_count(&re->stats.unavailable, 1);
+        cmd->result.status = -EBUSY;
+        pub_answer(cmd);
+        return;
+    }
     re_count(&re->stats.local_only, 1);
-    re_chan_t *c = chan_find(re, name, len, hash);
+    re_chan_t *c = re_chan_find(re, name, len, hash);
     if (c && c->state == RE_ACTIVE) {
         gw_msg_t *m = gw_msg_new(name, len, hash, 0, 0, payload, plen, nl_wall_ms());
         if (m) {
@@ -570,172 +658,11 @@ void re_chan_publish(redis_engine_t *re, const char *name, size_t len, uint32_t 
     }
 }
 
-/* --- recovery ------------------------------------------------------------------------------- */
-
-/* Appends a reference to m to req's answer. Returns false without memory. */
-static bool hist_push(re_hist_req_t *req, gw_msg_t *m)
-{
-    return gw_engine_hist_add(req, m) == 0;
-}
-
-static void hist_drop_msgs(re_hist_req_t *req)
-{
-    for (uint32_t i = 0; i < req->n_msgs; i++)
-        gw_msg_unref(req->msgs[i]);
-    req->n_msgs = 0;
-}
-
-/* Adds c's kept messages with offsets in (from, to] to the answer. Returns false when the
- * memory does not hold them all (or without memory). */
-static bool hist_take_kept(re_hist_req_t *req, const re_chan_t *c, uint64_t from, uint64_t to)
-{
-    if (from == to)
-        return true;
-    if (!c->hist || !gw_history_covers(c->hist, from, c->last_offset))
-        return false;
-    gw_msg_t *const *a;
-    gw_msg_t *const *b;
-    uint32_t n0;
-    uint32_t n;
-    uint64_t bytes;
-    gw_history_since(c->hist, from, &a, &n0, &b, &n, &bytes);
-    for (uint32_t i = 0; i < n; i++) {
-        gw_msg_t *m = i < n0 ? a[i] : b[i - n0];
-        if (m->offset > to)
-            break;
-        if (!hist_push(req, m))
-            return false;
-    }
-    return true;
-}
-
-/* The answer's bytes against the client's output limit. */
-static bool hist_fits(const re_hist_req_t *req)
-{
-    uint64_t bytes = 0;
-    for (uint32_t i = 0; i < req->n_msgs; i++)
-        bytes += gw_history_msg_bytes(req->msgs[i]);
-    return bytes <= req->max_bytes;
-}
-
-static void hist_finish(redis_engine_t *re, re_hist_req_t *req, gw_recovery_t result)
-{
-    if (result == GW_RECOVERY_RECOVERED && !hist_fits(req))
-        result = GW_RECOVERY_TOO_LARGE;
-    if (result != GW_RECOVERY_RECOVERED)
-        hist_drop_msgs(req);
-    req->answer.result = result;
-    re_hist_answer(re, req);
-}
-
-/* A stream read on its way: the request, and the latest offset E had handed out. */
-typedef struct hist_cmd_s {
-    re_hist_req_t *req;
-    uint64_t upto;
-} hist_cmd_t;
-
-/* Decodes one XRANGE entry [id, [p, payload, t, ms]] into a message of c. */
-static gw_msg_t *hist_entry_msg(const re_chan_t *c, const redisReply *entry, uint64_t *offset,
-                                uint64_t *time_ms)
-{
-    if (entry->type != REDIS_REPLY_ARRAY || entry->elements != 2 ||
-        entry->element[0]->type != REDIS_REPLY_STRING ||
-        entry->element[1]->type != REDIS_REPLY_ARRAY)
-        return NULL;
-    *offset = strtoull(entry->element[0]->str, NULL, 10);
-    const redisReply *f = entry->element[1];
-    const redisReply *payload = NULL;
-    *time_ms = 0;
-    for (size_t i = 0; i + 1 < f->elements; i += 2) {
-        const redisReply *k = f->element[i];
-        const redisReply *v = f->element[i + 1];
-        if (k->type != REDIS_REPLY_STRING || v->type != REDIS_REPLY_STRING || k->len != 1)
-            continue;
-        if (k->str[0] == 'p')
-            payload = v;
-        else if (k->str[0] == 't')
-            *time_ms = strtoull(v->str, NULL, 10);
-    }
-    if (!payload || *offset == 0)
-        return NULL;
-    return gw_msg_new(c->name, c->key.name_len, c->key.hash, *offset, c->epoch, payload->str,
-                      payload->len, *time_ms);
-}
-
-static void chan_on_xrange(gw_redis_link_t *l, redisReply *reply, void *arg)
-{
-    NL_UNUSED(l);
-    hist_cmd_t *cmd = arg;
-    re_hist_req_t *req = cmd->req;
-    redis_engine_t *re = req->engine;
-    uint64_t upto = cmd->upto;
-    free(cmd);
-    uint64_t since = req->answer.since;
-    re_chan_t *c = chan_find(re, req->chan, req->answer.chan_len, req->hash);
-    if (!c || !reply || reply->type != REDIS_REPLY_ARRAY) {
-        req->status = c ? -EIO : -ENOENT;
-        re_hist_answer(re, req);
-        return;
-    }
-    /* The channel may have moved on meanwhile: the answer ends where E stands now. */
-    req->answer.latest = c->last_offset;
-    req->answer.epoch = c->epoch;
-    if (req->epoch != c->epoch) {
-        hist_finish(re, req, GW_RECOVERY_EPOCH_CHANGED);
-        return;
-    }
-    const gw_history_rule_t *r = gw_history_rules_match(&re->rules, c->name, c->key.name_len);
-    uint64_t oldest_ok_ms = r && r->age_ms ? nl_wall_ms() - r->age_ms : 0;
-    uint64_t want = since + 1;
-    for (size_t i = 0; i < reply->elements && want <= upto; i++) {
-        uint64_t offset;
-        uint64_t time_ms;
-        gw_msg_t *m = hist_entry_msg(c, reply->element[i], &offset, &time_ms);
-        bool is_ok = m && offset == want && time_ms >= oldest_ok_ms && hist_push(req, m);
-        if (m)
-            gw_msg_unref(m);
-        if (!is_ok)
-            break;
-        want++;
-    }
-    if (want <= upto || !hist_take_kept(req, c, upto, c->last_offset)) {
-        hist_finish(re, req, GW_RECOVERY_NOT_COVERED);
-        return;
-    }
-    hist_finish(re, req, GW_RECOVERY_RECOVERED);
-}
-
-/* Reads the stream from since + 1 up to what E handed out. */
-static void chan_read_stream(redis_engine_t *re, re_chan_t *c, re_hist_req_t *req)
-{
-    char key[RE_KEY_MAX];
-    char from[24];
-    char to[24];
-    hist_cmd_t *cmd = malloc(sizeof(*cmd));
-    int err = cmd ? 0 : -ENOMEM;
-    if (err == 0 &&
-        gw_redis_key(key, sizeof(key), GW_REDIS_HIST_PREFIX, c->name, c->key.name_len) < 0)
-        err = -EINVAL;
-    if (err == 0) {
-        cmd->req = req;
-        cmd->upto = c->last_offset;
-        snprintf(from, sizeof(from), "%" PRIu64, req->answer.since + 1);
-        snprintf(to, sizeof(to), "%" PRIu64, c->last_offset);
-        const char *argv[] = {"XRANGE", key, from, to};
-        err = gw_redis_link_command(chan_shard(re, c)->link, chan_on_xrange, cmd, 4, argv, NULL);
-    }
-    if (err < 0) {
-        free(cmd);
-        /* Redis unreachable: what memory holds is all there is. */
-        hist_finish(re, req, GW_RECOVERY_NOT_COVERED);
-        return;
-    }
-    re_count(&re->stats.history_fetches, 1);
-}
+/* --- recovery requests (gw_engine_redis_recover.c answers them) ------------------------------ */
 
 void re_chan_history(redis_engine_t *re, re_hist_req_t *req)
 {
-    re_chan_t *c = chan_find(re, req->chan, req->answer.chan_len, req->hash);
+    re_chan_t *c = re_chan_find(re, req->chan, req->answer.chan_len, req->hash);
     if (!c || !(c->loop_mask & (UINT64_C(1) << req->loop_index))) {
         req->status = -ENOENT; /* the join failed, and its subscriber is gone with it */
         re_hist_answer(re, req);
@@ -756,185 +683,56 @@ void re_chan_history(redis_engine_t *re, re_hist_req_t *req)
         p->hist_tail = req;
         return;
     }
-    gw_engine_history_t *a = &req->answer;
-    a->latest = c->last_offset;
-    a->epoch = c->epoch;
-    a->is_recoverable =
-        gw_history_rule_keeps(gw_history_rules_match(&re->rules, c->name, c->key.name_len));
-    if (req->epoch != c->epoch) {
-        hist_finish(re, req,
-                    a->is_recoverable ? GW_RECOVERY_EPOCH_CHANGED : GW_RECOVERY_NO_HISTORY);
-    } else if (a->since == a->latest) {
-        hist_finish(re, req, GW_RECOVERY_RECOVERED);
-    } else if (!a->is_recoverable) {
-        hist_finish(re, req, GW_RECOVERY_NO_HISTORY);
-    } else if (a->since > a->latest) {
-        hist_finish(re, req, GW_RECOVERY_NOT_COVERED);
-    } else if (c->hist && (gw_history_trim_age(&re->store, c->hist, nl_now_ns()), true) &&
-               hist_take_kept(req, c, a->since, a->latest)) {
-        hist_finish(re, req, GW_RECOVERY_RECOVERED);
-    } else {
-        hist_drop_msgs(req);
-        chan_read_stream(re, c, req);
-    }
-}
-
-/* --- fences --------------------------------------------------------------------------------- */
-
-/* Channels per herald_fence. */
-#define RE_FENCE_CHUNK 128
-
-/* A herald_fence on its way: its channels' names, packed (NUL after each), for the answer. */
-typedef struct fence_cmd_s {
-    redis_engine_t *re;
-    uint32_t shard;
-    uint32_t n;
-    char names[];
-} fence_cmd_t;
-
-static void chan_on_fenced(gw_redis_link_t *l, redisReply *reply, void *arg)
-{
-    NL_UNUSED(l);
-    fence_cmd_t *cmd = arg;
-    redis_engine_t *re = cmd->re;
-    bool is_ok = reply && reply->type == REDIS_REPLY_ARRAY && reply->elements == cmd->n;
-    if (reply && !is_ok)
-        NL_LOG(NL_WARN, "redis_fence_failed", "server=%s err=\"%.*s\"", re->shards[cmd->shard].name,
-               reply->type == REDIS_REPLY_ERROR ? (int)(reply->len < 200 ? reply->len : 200) : 0,
-               reply->type == REDIS_REPLY_ERROR ? reply->str : "");
-    const char *name = cmd->names;
-    for (uint32_t i = 0; i < cmd->n; i++) {
-        size_t len = strlen(name);
-        re_chan_t *c = chan_find(re, name, len, gw_sub_hash(name, len));
-        if (c)
-            c->is_fencing = false;
-        if (is_ok && reply->element[i]->type == REDIS_REPLY_INTEGER &&
-            reply->element[i]->integer == 1) {
-            re_count(&re->stats.epoch_resets, 1);
-            NL_LOG(NL_WARN, "redis_epoch_reset", "chan=%s server=%s", name,
-                   re->shards[cmd->shard].name);
-        }
-        name += len + 1;
-    }
-    free(cmd);
-}
-
-/* One herald_fence for chans[0..n) (all on shard). */
-static void chan_send_fence(redis_engine_t *re, uint32_t shard, re_chan_t *const *chans, uint32_t n)
-{
-    size_t names_len = 0;
-    size_t keys_len = 0;
-    for (uint32_t i = 0; i < n; i++) {
-        names_len += chans[i]->key.name_len + 1u;
-        keys_len += 2 * (sizeof(GW_REDIS_META_PREFIX) + chans[i]->key.name_len);
-    }
-    fence_cmd_t *cmd = malloc(sizeof(*cmd) + names_len);
-    char *keys = malloc(keys_len + (size_t)n * 3 * 24);
-    const char **argv = malloc((3 + 5 * (size_t)n) * sizeof(*argv));
-    if (!cmd || !keys || !argv)
-        goto done; /* a fence lost: the next reconnect or duplicate sends it again */
-    *cmd = (fence_cmd_t){.re = re, .shard = shard, .n = n};
-    char numkeys[16];
-    snprintf(numkeys, sizeof(numkeys), "%u", 2 * n);
-    int argc = 0;
-    argv[argc++] = "FCALL";
-    argv[argc++] = "herald_fence";
-    argv[argc++] = numkeys;
-    char *at = keys;
-    char *name_at = cmd->names;
-    for (uint32_t i = 0; i < n; i++) {
-        const re_chan_t *c = chans[i];
-        size_t cap = sizeof(GW_REDIS_META_PREFIX) + c->key.name_len;
-        argv[argc++] = at;
-        at += gw_redis_key(at, cap, GW_REDIS_META_PREFIX, c->name, c->key.name_len) + 1;
-        argv[argc++] = at;
-        at += gw_redis_key(at, cap, GW_REDIS_HIST_PREFIX, c->name, c->key.name_len) + 1;
-        memcpy(name_at, c->name, c->key.name_len + 1u);
-        name_at += c->key.name_len + 1u;
-    }
-    for (uint32_t i = 0; i < n; i++) {
-        const re_chan_t *c = chans[i];
-        argv[argc++] = at;
-        proto_epoch_str(re_epoch_candidate(re, c->key.hash), at);
-        at += 17;
-        argv[argc++] = at;
-        proto_epoch_str(c->epoch, at);
-        at += 17;
-        argv[argc++] = at;
-        uint64_t seen = c->last_offset > c->acked_offset ? c->last_offset : c->acked_offset;
-        at += snprintf(at, 24, "%" PRIu64, seen) + 1;
-    }
-    if (gw_redis_link_command(re->shards[shard].link, chan_on_fenced, cmd, argc, argv, NULL) == 0) {
-        for (uint32_t i = 0; i < n; i++)
-            chans[i]->is_fencing = true;
-        cmd = NULL;
-    }
-done:
-    free(cmd);
-    free(keys);
-    free(argv);
-}
-
-/* Whether c has delivered offsets that Redis could have lost. */
-static bool chan_needs_fence(const re_chan_t *c)
-{
-    return c->state == RE_ACTIVE && (c->last_offset > 0 || c->acked_offset > 0) && c->epoch != 0;
-}
-
-void re_chans_fence(redis_engine_t *re, uint32_t shard)
-{
-    re_chan_t *chunk[RE_FENCE_CHUNK];
-    uint32_t n = 0;
-    gw_chantab_t *t = &re->chans;
-    for (uint32_t i = 0; t->slots && i <= t->mask; i++) {
-        re_chan_t *c = chan_of(gw_chantab_slot(t, i));
-        if (!c || c->shard != shard || !chan_needs_fence(c))
-            continue;
-        chunk[n++] = c;
-        if (n == RE_FENCE_CHUNK) {
-            chan_send_fence(re, shard, chunk, n);
-            n = 0;
-        }
-    }
-    if (n > 0)
-        chan_send_fence(re, shard, chunk, n);
-}
-
-static void chan_fence_one(redis_engine_t *re, re_chan_t *c)
-{
-    if (c->is_fencing || !chan_needs_fence(c) || !chan_shard(re, c)->is_ready)
-        return;
-    chan_send_fence(re, c->shard, &c, 1);
+    re_recover(re, c, req);
 }
 
 /* --- housekeeping --------------------------------------------------------------------------- */
 
-/* Channels that waited past the timeout for Redis: their joins fail (the clients get BUSY and
- * retry); one nobody else wanted goes. */
+/* A join is given up (the clients get BUSY and retry) only when Redis cannot answer it: the
+ * channel waited past redis_timeout while its server was down or its pub/sub connection was
+ * (neither SUBSCRIBE nor herald_join can go through). While both are up Redis is alive by
+ * the link's liveness rule, however slow, and the join waits its turn, up to RE_JOIN_MAX_MS
+ * in all. */
+#define RE_JOIN_MAX_MS 60000
+
+static bool chan_can_join(redis_engine_t *re, const re_chan_t *c)
+{
+    const re_shard_t *sh = re_chan_shard(re, c);
+    return sh->is_ready && gw_redis_link_state(gw_redis_sub_link(sh->sub)) == GW_REDIS_UP;
+}
+
+/* Fails c's waiting joins (-EAGAIN). Returns true when c was freed (no loop left in it). */
+static bool chan_fail_joins(redis_engine_t *re, re_chan_t *c)
+{
+    re_count(&re->stats.join_timeouts, 1);
+    NL_LOG(NL_WARN, "redis_join_timeout", "chan=%s server=%s", c->name, re_chan_shard(re, c)->name);
+    for (uint64_t mask = c->joining_mask; mask; mask &= mask - 1)
+        re_answer_join(re, (uint32_t)__builtin_ctzll(mask), c->name, c->key.name_len, c->key.hash,
+                       -EAGAIN, 0, 0);
+    c->loop_mask &= ~c->joining_mask;
+    c->joining_mask = 0;
+    chan_fail_waiting(re, c, -EAGAIN);
+    if (c->loop_mask != 0)
+        return false;
+    chan_free(re, c);
+    return true;
+}
+
 static void chans_expire_joins(redis_engine_t *re)
 {
     uint64_t now_ms = nl_loop_now_ms(re->loop);
-    while (re->wait_head && now_ms - re->wait_head->since_ms > re->timeout_ms) {
-        re_chan_t *c = re->wait_head;
+    uint64_t max_ms = re->timeout_ms * 10 > RE_JOIN_MAX_MS ? re->timeout_ms * 10 : RE_JOIN_MAX_MS;
+    re_chan_t *next = NULL;
+    for (re_chan_t *c = re->wait_head; c; c = next) {
+        next = c->wait_next;
+        uint64_t waited_ms = now_ms - c->since_ms;
+        if (waited_ms <= re->timeout_ms)
+            break; /* oldest first: the rest waited less */
+        if (c->joining_mask == 0 || (chan_can_join(re, c) && waited_ms <= max_ms))
+            continue;
         wait_remove(re, c);
-        if (c->joining_mask == 0) {
-            /* Only loops already answered (a resubscribe): keep waiting at the next tick. */
-            wait_add(re, c);
-            break;
-        }
-        re_count(&re->stats.join_timeouts, 1);
-        NL_LOG(NL_WARN, "redis_join_timeout", "chan=%s server=%s", c->name,
-               chan_shard(re, c)->name);
-        for (uint64_t mask = c->joining_mask; mask; mask &= mask - 1)
-            re_answer_join(re, (uint32_t)__builtin_ctzll(mask), c->name, c->key.name_len,
-                           c->key.hash, -EAGAIN, 0, 0);
-        c->loop_mask &= ~c->joining_mask;
-        c->joining_mask = 0;
-        chan_fail_waiting(re, c, -EAGAIN);
-        if (c->loop_mask == 0)
-            chan_free(re, c);
-        else
-            wait_add(re, c);
+        if (!chan_fail_joins(re, c))
+            wait_add(re, c); /* other loops still in it: it waits again */
     }
 }
 
@@ -961,7 +759,7 @@ void re_chans_reconfigure(redis_engine_t *re, const gw_config_t *cfg)
     gw_history_store_set_max(&re->store, cfg->history_max_bytes);
     gw_chantab_t *t = &re->chans;
     for (uint32_t i = 0; t->slots && i <= t->mask; i++) {
-        re_chan_t *c = chan_of(gw_chantab_slot(t, i));
+        re_chan_t *c = re_chan_of(gw_chantab_slot(t, i));
         if (!c)
             continue;
         const gw_history_rule_t *r = gw_history_rules_match(&re->rules, c->name, c->key.name_len);

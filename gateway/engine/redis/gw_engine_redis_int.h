@@ -1,7 +1,7 @@
 /*
- * gw_engine_redis_int.h: what gw_engine_redis.c (threads, requests in, messages and answers
- * out) and gw_engine_redis_chan.c (each channel's state on the engine thread) share. Private
- * to those two files.
+ * gw_engine_redis_int.h: what the Redis engine's files share: gw_engine_redis.c (threads,
+ * requests in, messages and answers out), gw_engine_redis_chan.c (each channel's state on the
+ * engine thread), _recover.c, _fence.c, _presence.c and _query.c. Private to them.
  *
  * Everything here but the atomics and the per-loop rules copies belongs to the engine thread
  * (E): its own netlib loop, which runs the hiredis connections. IO loops and the HTTP thread
@@ -12,6 +12,7 @@
 
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "gw_channel.h"
@@ -68,11 +69,12 @@ typedef struct re_chan_s {
     struct re_chan_s *wait_prev; /* the engine's list of channels not ACTIVE */
     struct re_chan_s *wait_next;
     uint32_t shard;
-    uint8_t state;    /* re_state_t */
-    bool is_resync;   /* ACTIVE, herald_join in flight after a resubscribe */
-    bool is_fencing;  /* a herald_fence about it is on its way */
-    bool is_waiting;  /* on the wait list */
-    gw_chankey_t key; /* the herald channel name follows */
+    uint8_t state;      /* re_state_t */
+    bool is_fencing;    /* a herald_fence about it is on its way */
+    bool is_subscribed; /* Redis confirmed its SUBSCRIBE (while not ACTIVE: cleared when the
+                         * pub/sub connection goes down) */
+    bool is_waiting;    /* on the wait list */
+    gw_chankey_t key;   /* the herald channel name follows */
     char name[];
 } re_chan_t;
 
@@ -85,6 +87,7 @@ typedef struct re_stats_s {
     _Atomic uint64_t unsequenced;      /* plain PUBLISHes delivered (offset 0) */
     _Atomic uint64_t local_only;       /* publishes delivered here only, Redis down */
     _Atomic uint64_t busy;             /* publishes refused: too many commands in flight */
+    _Atomic uint64_t unavailable;      /* history publishes refused: their Redis down */
     _Atomic uint64_t join_timeouts;    /* joins failed for want of Redis */
     _Atomic uint64_t epoch_changes;    /* a channel's epoch changed under its subscribers */
     _Atomic uint64_t epoch_resets;     /* ... because Redis held less than this node delivered */
@@ -161,6 +164,13 @@ void re_flush_loop(redis_engine_t *re, uint32_t loop);
 void re_answer_join(redis_engine_t *re, uint32_t loop, const char *name, size_t len, uint32_t hash,
                     int status, uint64_t offset, uint64_t epoch);
 
+/* Commands in flight on a shard's link past which presence writes and joins wait their turn:
+ * half of redis_max_pending, the other half left to publishes and queries. */
+static inline uint32_t re_budget(const redis_engine_t *re)
+{
+    return re->max_pending / 2 ? re->max_pending / 2 : 1;
+}
+
 /* Counter helpers (relaxed: scrapes only sum them). */
 static inline void re_count(_Atomic uint64_t *c, uint64_t n)
 {
@@ -172,6 +182,19 @@ static inline void re_count(_Atomic uint64_t *c, uint64_t n)
 uint64_t re_epoch_candidate(redis_engine_t *re, uint32_t hash);
 
 /* --- gw_engine_redis_chan.c ----------------------------------------------------------------- */
+
+static inline re_chan_t *re_chan_of(gw_chankey_t *k)
+{
+    return k ? (re_chan_t *)((char *)k - offsetof(re_chan_t, key)) : NULL;
+}
+
+static inline re_shard_t *re_chan_shard(redis_engine_t *re, const re_chan_t *c)
+{
+    return &re->shards[c->shard];
+}
+
+/* The channel's state here, or NULL. */
+re_chan_t *re_chan_find(redis_engine_t *re, const char *name, size_t len, uint32_t hash);
 
 /* A history request as it travels (owned by whoever holds it; freed by re_hist_answer);
  * req->engine is the redis_engine_t. */
@@ -225,9 +248,25 @@ void re_presence_send(redis_engine_t *re, uint32_t shard, int argc, const char *
 
 /* Every ~250 ms: joins that waited past the timeout fail; histories age. */
 void re_chans_tick(redis_engine_t *re);
+/* --- gw_engine_redis_fence.c, gw_engine_redis_recover.c ------------------------------------- */
+
 /* Sends herald_fence for every channel of shard this node has delivered from (before the
  * shard is ready again after a reconnect: the node's own commands come after it). */
 void re_chans_fence(redis_engine_t *re, uint32_t shard);
+/* The same for c alone; is_forced: an offset was given out twice, the epoch must change. */
+void re_chan_fence(redis_engine_t *re, re_chan_t *c, bool is_forced);
+/* Answers req from c (ACTIVE): memory, else the stream. */
+void re_recover(redis_engine_t *re, re_chan_t *c, re_hist_req_t *req);
+/* The sub's state callback: down clears is_subscribed of the shard's joining channels. */
+void re_chan_on_sub_state(gw_redis_sub_t *s, int err, void *arg);
+/* The shard is ready again: channels whose SUBSCRIBE was confirmed but whose herald_join was
+ * lost with the link ask again. */
+void re_chans_rejoin(redis_engine_t *re, uint32_t shard);
+/* Sends the herald_joins waiting for room on shard's link (E's before-sleep hook); drops them
+ * while the shard is down. */
+void re_chans_flush_joins(redis_engine_t *re, uint32_t shard);
+/* Frees the joins still waiting (E stopping). */
+void re_chans_deinit_joins(redis_engine_t *re);
 /* Re-applies history rules (a reload). */
 void re_chans_reconfigure(redis_engine_t *re, const gw_config_t *cfg);
 

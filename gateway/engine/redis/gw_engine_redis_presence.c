@@ -77,11 +77,6 @@ typedef struct rp_writes_s {
     uint32_t cap;
 } rp_writes_t;
 
-static uint32_t rp_budget(const redis_engine_t *re)
-{
-    return re->max_pending / 2 ? re->max_pending / 2 : 1;
-}
-
 static void rp_writes_clear(rp_writes_t *w)
 {
     for (; w && w->n; w->n--) {
@@ -139,7 +134,7 @@ static void rp_writes_drain(redis_engine_t *re, re_shard_t *sh)
         rp_writes_clear(w); /* the resync when it is back writes everything again */
         return;
     }
-    while (w->n && gw_redis_link_pending(sh->link) < rp_budget(re)) {
+    while (w->n && gw_redis_link_pending(sh->link) < re_budget(re)) {
         char *cmd = w->cmds[w->head];
         if (gw_redis_link_command_resp(sh->link, rp_ignore, NULL, cmd, (size_t)w->lens[w->head]) <
             0)
@@ -157,7 +152,7 @@ void re_presence_send(redis_engine_t *re, uint32_t shard, int argc, const char *
     if (!sh->is_ready)
         return; /* the resync when it is back writes everything again */
     rp_writes_t *w = sh->writes;
-    if ((!w || w->n == 0) && gw_redis_link_pending(sh->link) < rp_budget(re) &&
+    if ((!w || w->n == 0) && gw_redis_link_pending(sh->link) < re_budget(re) &&
         gw_redis_link_command(sh->link, rp_ignore, NULL, argc, argv, lens) == 0)
         return;
     if (!rp_writes_push(sh, argc, argv, lens))
