@@ -41,6 +41,20 @@ foreach(b bench_gw_idle bench_gw_fanout bench_gw_recovery bench_gw_transport)
     endif()
 endforeach()
 
+# A Redis failover through Sentinel under load (issue 27): the failover test's scenario
+# (tests/failover_run.c), run several times at a publish rate, as figures.
+if(EXISTS ${CMAKE_CURRENT_LIST_DIR}/bench_gw_failover.c)
+    pkg_check_modules(BENCH_FO_HIREDIS REQUIRED IMPORTED_TARGET hiredis)
+    add_executable(bench_gw_failover ${CMAKE_CURRENT_LIST_DIR}/bench_gw_failover.c
+                   ${PROJECT_SOURCE_DIR}/tests/failover_run.c
+                   ${PROJECT_SOURCE_DIR}/tests/redis_harness.c ${GW_BENCH_SUPPORT})
+    target_include_directories(bench_gw_failover PRIVATE ${PROJECT_SOURCE_DIR}/tests)
+    target_compile_definitions(bench_gw_failover PRIVATE HERALD_BIN="$<TARGET_FILE:herald>")
+    target_link_libraries(bench_gw_failover PRIVATE herald_build proto netlib gw_auth
+                          PkgConfig::BENCH_FO_HIREDIS Threads::Threads)
+    add_dependencies(bench_gw_failover herald)
+endif()
+
 # The channel table's lookup cost at up to a million channels (gw_chantab.c's slot tags).
 add_executable(bench_chantab ${CMAKE_CURRENT_LIST_DIR}/bench_chantab.c)
 target_link_libraries(bench_chantab PRIVATE herald_build gw_channel)

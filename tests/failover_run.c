@@ -193,6 +193,19 @@ static int sub_recover(subscriber_t *s)
     return 0;
 }
 
+/* "p<seq>" (the payload is not NUL-terminated). */
+static bool parse_seq(const uint8_t *data, size_t len, uint64_t *seq)
+{
+    char buf[32];
+    if (len < 2 || len >= sizeof(buf) || data[0] != 'p')
+        return false;
+    memcpy(buf, data + 1, len - 1);
+    buf[len - 1] = '\0';
+    char *end = NULL;
+    *seq = strtoull(buf, &end, 10);
+    return end && *end == '\0' && *seq > 0;
+}
+
 /* One Push of the channel. Returns 0, or -1 with s->problem. */
 static int sub_on_push(subscriber_t *s, const Herald__Push *p)
 {
@@ -200,8 +213,7 @@ static int sub_on_push(subscriber_t *s, const Herald__Push *p)
     bool is_fin = p->payload.len == 3 && memcmp(p->payload.data, "fin", 3) == 0;
     if (is_fin) {
         seq = 0;
-    } else if (p->payload.len < 2 || p->payload.data[0] != 'p' ||
-               sscanf((const char *)p->payload.data + 1, "%" SCNu64, &seq) != 1) {
+    } else if (!parse_seq(p->payload.data, p->payload.len, &seq)) {
         snprintf(s->problem, sizeof(s->problem), "a payload not from the publisher");
         return -1;
     }

@@ -37,6 +37,8 @@ bool test_redis_available(void)
     return access(REDIS_BIN, X_OK) == 0;
 }
 
+static void remove_dir(char *dir);
+
 static uint16_t free_port(void)
 {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -89,7 +91,22 @@ static int wait_ready(int fd, pid_t pid, const char *ready_line)
     }
 }
 
+static int start_in_dir(test_redis_t *r, uint16_t port);
+
 static int start_on(test_redis_t *r, uint16_t port)
+{
+    snprintf(r->dir, sizeof(r->dir), "/tmp/herald-redis-XXXXXX");
+    if (!mkdtemp(r->dir)) {
+        r->dir[0] = '\0';
+        return -errno;
+    }
+    int rc = start_in_dir(r, port);
+    if (rc < 0)
+        remove_dir(r->dir);
+    return rc;
+}
+
+static int start_in_dir(test_redis_t *r, uint16_t port)
 {
     int pipefd[2];
     if (pipe2(pipefd, O_CLOEXEC) != 0)
@@ -113,8 +130,9 @@ static int start_on(test_redis_t *r, uint16_t port)
                                 "no",        "--protected-mode",
                                 "no",        "--loglevel",
                                 "notice",    "--enable-debug-command",
-                                "local"};
-        size_t n = 15;
+                                "local",     "--dir",
+                                r->dir};
+        size_t n = 17;
         for (size_t i = 0; r->extra[i] && n + 1 < sizeof(argv) / sizeof(argv[0]); i++)
             argv[n++] = r->extra[i];
         argv[n] = NULL;
@@ -142,6 +160,7 @@ int test_redis_start(test_redis_t *r, uint16_t port)
 int test_redis_start_args(test_redis_t *r, uint16_t port, const char *const *extra)
 {
     r->pid = 0;
+    r->dir[0] = '\0';
     size_t n = 0;
     for (; extra && extra[n]; n++) {
         if (n == TEST_REDIS_EXTRA_MAX)
@@ -170,11 +189,12 @@ int test_redis_restart(test_redis_t *r)
 
 void test_redis_kill(test_redis_t *r)
 {
-    if (r->pid <= 0)
-        return;
-    kill(r->pid, SIGKILL);
-    waitpid(r->pid, NULL, 0);
-    r->pid = 0;
+    if (r->pid > 0) {
+        kill(r->pid, SIGKILL);
+        waitpid(r->pid, NULL, 0);
+        r->pid = 0;
+    }
+    remove_dir(r->dir);
 }
 
 void test_redis_pause(test_redis_t *r)
@@ -198,6 +218,7 @@ int test_redis_stop(test_redis_t *r)
     int st = 0;
     waitpid(r->pid, &st, 0);
     r->pid = 0;
+    remove_dir(r->dir);
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
@@ -210,22 +231,27 @@ bool test_sentinel_available(void)
 
 static void sentinel_rmdir(test_sentinel_t *s)
 {
-    if (!s->dir[0])
+    remove_dir(s->dir);
+}
+
+static void remove_dir(char *dir)
+{
+    if (!dir[0])
         return;
     /* The config file, and whatever a rewrite cut short left beside it. */
-    DIR *d = opendir(s->dir);
+    DIR *d = opendir(dir);
     struct dirent *e;
     while (d && (e = readdir(d)) != NULL) {
         if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
             continue;
-        char path[sizeof(s->dir) + 1 + sizeof(e->d_name)];
-        snprintf(path, sizeof(path), "%s/%s", s->dir, e->d_name);
+        char path[64 + 1 + sizeof(e->d_name)];
+        snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
         unlink(path);
     }
     if (d)
         closedir(d);
-    rmdir(s->dir);
-    s->dir[0] = '\0';
+    rmdir(dir);
+    dir[0] = '\0';
 }
 
 /* Writes the config (sentinel rewrites it as it learns, so it lives in a directory of its

@@ -28,6 +28,7 @@ typedef struct test_redis_s {
     uint16_t port; /* kept across restarts */
     /* Extra redis-server arguments, kept for restarts (the strings are the caller's). */
     const char *extra[TEST_REDIS_EXTRA_MAX + 1];
+    char dir[64]; /* its working directory while it runs ("" when none) */
 } test_redis_t;
 
 /* Whether redis-server can be run here. */
