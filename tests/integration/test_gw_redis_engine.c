@@ -16,6 +16,11 @@
  *     the nodes reconnect and resubscribe by themselves, the channel's epoch changes (Redis came
  *     back empty), and the counts of what was lost are in /metrics;
  *   - a Redis that hangs (SIGSTOP): past redis_max_pending, publishes are answered BUSY;
+ *   - a slow Redis is not a dead one: while another client keeps it busy for 3 s, a thousand
+ *     subscriptions queue for over the 500 ms redis_timeout, yet the node keeps its link and
+ *     every one is answered; stopped (SIGSTOP), the same Redis is gone within the timeout;
+ *   - joins paced by Redis's replies: 300 subscriptions at once with a max_pending of 16, all
+ *     answered SubscribeOk, no command refused;
  *   - Redis holding less of a channel than a node delivered (as after a failover to a replica
  *     that missed the last messages): found when the nodes reconnect, and found live from a
  *     message at an offset already delivered; either way the channel starts a new epoch, the
@@ -38,6 +43,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
 #include <sys/time.h>
 
 #include <cmocka.h>
@@ -666,6 +672,145 @@ static void test_gw_redis_engine_rewound_live(void **state)
     nodes_stop(fx);
 }
 
+/* Another client keeping Redis busy: n scripts of 100 ms each, padded past Redis's 16 KiB read
+ * so that Redis takes one or two per event-loop turn and serves its other clients in between,
+ * as a loaded Redis does. */
+typedef struct hog_s {
+    uint16_t port;
+    int n;
+    int replies;
+    pthread_t thread;
+} hog_t;
+
+static void *hog_main(void *arg)
+{
+    hog_t *h = arg;
+    static const char body[] = "local function us() local t = redis.call('TIME') "
+                               "return t[1] * 1000000 + t[2] end "
+                               "local s = us() repeat until us() - s >= 100000 return 1 --";
+    size_t pad = 100000;
+    char *script = malloc(sizeof(body) + pad);
+    if (!script)
+        return NULL;
+    memcpy(script, body, sizeof(body) - 1);
+    memset(script + sizeof(body) - 1, 'x', pad);
+    script[sizeof(body) - 1 + pad] = '\0';
+    struct timeval tv = {20, 0};
+    redisContext *c = redisConnectWithTimeout("127.0.0.1", h->port, tv);
+    for (int i = 0; c && !c->err && i < h->n; i++) {
+        const char *argv[] = {"EVAL", script, "0"};
+        redisAppendCommandArgv(c, 3, argv, NULL);
+    }
+    for (int i = 0; c && !c->err && i < h->n; i++) {
+        redisReply *r = NULL;
+        if (redisGetReply(c, (void **)&r) != REDIS_OK)
+            break;
+        h->replies += r->type == REDIS_REPLY_INTEGER;
+        freeReplyObject(r);
+    }
+    if (c)
+        redisFree(c);
+    free(script);
+    return NULL;
+}
+
+/* Subscribes c to n channels "<prefix><i>", pipelined, and expects n SubscribeOk. */
+static void subscribe_many(test_client_t *c, const char *prefix, int n)
+{
+    nl_buf_t out;
+    nl_buf_init(&out, 0);
+    char chan[32];
+    for (int i = 0; i < n; i++) {
+        snprintf(chan, sizeof(chan), "%s%d", prefix, i);
+        Herald__Frame f;
+        Herald__Subscribe body;
+        test_frame_subscribe(&f, &body, chan);
+        f.id = 1 + (uint64_t)i;
+        assert_int_equal(proto_frame_append(&out, &f), 0);
+    }
+    GW_OK(test_client_send_raw(c, nl_buf_peek(&out), nl_buf_readable(&out), GW_WAIT_MS), c);
+    nl_buf_deinit(&out);
+    for (int i = 0; i < n; i++) {
+        Herald__Frame *r = NULL;
+        assert_int_equal(test_client_recv(c, &r, GW_WAIT_MS), 1);
+        if (r->body_case != HERALD__FRAME__BODY_SUBSCRIBE_OK) {
+            char fs[384];
+            fail_msg("subscription %d of %d: %s", i + 1, n, test_frame_str(r, fs, sizeof(fs)));
+        }
+        proto_frame_free(r);
+    }
+}
+
+/* A slow Redis is not a dead one. Another client keeps Redis busy for 3 s (30 scripts of
+ * 100 ms); meanwhile a client subscribes to 1,000 channels at once, whose joins queue on the
+ * node's link for about a second, twice its redis_timeout of 500 ms, while Redis answers a
+ * batch every turn. The node keeps its link (counted from their sending, the commands'
+ * waits took it down) and every subscription is answered. Stopped with SIGSTOP, the same
+ * Redis answers nothing: the node calls it gone within the timeout. */
+static void test_gw_redis_engine_slow_is_not_dead(void **state)
+{
+    fx_t *fx = *state;
+    static const char *const extra[] = {"--redis-timeout", "500ms", "--max-subscriptions", "2000",
+                                        NULL};
+    test_herald_t *a = node_start(fx, 0, extra);
+    await_readyz(a, 200);
+    test_client_t c;
+    GW_OK(test_client_auth(&c, a->port, "c", GW_WAIT_MS), &c);
+    hog_t hog = {.port = fx->redis[0].port, .n = 30};
+    assert_int_equal(pthread_create(&hog.thread, NULL, hog_main, &hog), 0);
+    int64_t t0 = test_now_ms();
+    subscribe_many(&c, "slow:", 1000);
+    int64_t took = test_now_ms() - t0;
+    pthread_join(hog.thread, NULL);
+    assert_int_equal(hog.replies, 30);
+    fprintf(stderr, "1000 subscriptions took %lld ms against a busy Redis\n", (long long)took);
+    assert_true(gw_metric(a, "herald_redis_reconnects_total", NULL) == 0.0);
+    assert_true(gw_metric(a, "herald_redis_join_timeouts_total", NULL) == 0.0);
+    assert_true(gw_metric(a, "herald_redis_refused_commands_total", NULL) == 0.0);
+    uint64_t off = 0;
+    GW_OK(test_client_publish(&c, "slow:7", "x", 1, &off, GW_WAIT_MS), &c);
+    assert_int_equal(off, 1);
+    expect_push(&c, "slow:7", 1, "x");
+    /* Stopped: a command waits and no reply comes. */
+    test_redis_pause(&fx->redis[0]);
+    t0 = test_now_ms();
+    Herald__Frame f;
+    Herald__Publish body;
+    test_frame_publish(&f, &body, "slow:7", "y", 1);
+    f.id = 9999;
+    GW_OK(test_client_send(&c, &f, GW_WAIT_MS), &c);
+    await_readyz(a, 503);
+    took = test_now_ms() - t0;
+    assert_true(took < 3000); /* the timeout, plus the link's check interval and a scrape */
+    assert_true(gw_metric(a, "herald_redis_reconnects_total", NULL) >= 1.0);
+    test_redis_resume(&fx->redis[0]);
+    await_readyz(a, 200);
+    test_client_close(&c);
+    nodes_stop(fx);
+}
+
+/* Joins paced by Redis's replies: 300 subscriptions at once through a link that takes 16
+ * commands in flight. Each waits its turn; none is refused, none times out. (Sent at once, the
+ * joins past the 16th were refused and their clients got BUSY after redis_timeout.) */
+static void test_gw_redis_engine_joins_paced(void **state)
+{
+    fx_t *fx = *state;
+    static const char *const extra[] = {"--redis-max-pending", "16", "--max-subscriptions", "400",
+                                        NULL};
+    test_herald_t *a = node_start(fx, 0, extra);
+    await_readyz(a, 200);
+    test_client_t c;
+    GW_OK(test_client_auth(&c, a->port, "c", GW_WAIT_MS), &c);
+    subscribe_many(&c, "paced:", 300);
+    assert_true(gw_metric(a, "herald_redis_refused_commands_total", NULL) == 0.0);
+    assert_true(gw_metric(a, "herald_redis_join_timeouts_total", NULL) == 0.0);
+    uint64_t off = 0;
+    GW_OK(test_client_publish(&c, "paced:299", "z", 1, &off, GW_WAIT_MS), &c);
+    expect_push(&c, "paced:299", off, "z");
+    test_client_close(&c);
+    nodes_stop(fx);
+}
+
 /* A Redis that hangs: commands pile up to redis_max_pending, then publishes get BUSY. */
 static void test_gw_redis_engine_slow_redis_busy(void **state)
 {
@@ -1050,6 +1195,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_gw_redis_engine_slow_redis_busy, setup, teardown),
         cmocka_unit_test_setup_teardown(test_gw_redis_engine_rewound_on_reconnect, setup, teardown),
         cmocka_unit_test_setup_teardown(test_gw_redis_engine_rewound_live, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_gw_redis_engine_slow_is_not_dead, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_gw_redis_engine_joins_paced, setup, teardown),
         cmocka_unit_test_setup_teardown(test_gw_redis_engine_two_servers, setup2, teardown),
         cmocka_unit_test_setup_teardown(test_gw_redis_engine_presence_across_nodes, setup,
                                         teardown),
