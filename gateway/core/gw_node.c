@@ -46,7 +46,9 @@ const char *gw_node_id(const gw_node_t *node)
 
 bool gw_node_is_ready(const gw_node_t *node)
 {
-    return atomic_load_explicit(&node->is_ready, memory_order_relaxed);
+    /* Acquire: a thread that sees the node ready may post to its IO loops, whose setup (on
+     * their own threads, before the main thread stored is_ready) it must then see too. */
+    return atomic_load_explicit(&node->is_ready, memory_order_acquire);
 }
 
 bool gw_node_can_authenticate(gw_node_t *node)
