@@ -447,6 +447,9 @@ static void re_on_role(gw_redis_link_t *l, redisReply *reply, void *arg)
 static void re_on_link_up(gw_redis_link_t *l, void *arg)
 {
     re_shard_t *sh = arg;
+    /* The server is back: its pub/sub connection need not wait out the rest of a backoff
+     * grown while it was away (joins need both). */
+    gw_redis_link_connect_now(gw_redis_sub_link(sh->sub));
     if (!sh->re->sentinel) {
         re_load_functions(l, sh);
         return;

@@ -518,6 +518,14 @@ int gw_redis_link_set_addr(gw_redis_link_t *l, const char *host, uint16_t port)
     return 1;
 }
 
+void gw_redis_link_connect_now(gw_redis_link_t *l)
+{
+    if (l->state != GW_REDIS_DOWN || l->n_addrs == 0 || l->is_freeing)
+        return;
+    l->backoff_ms = l->backoff_min_ms;
+    (void)nl_timer_start(l->retry, 0, 0);
+}
+
 gw_redis_addr_t gw_redis_link_addr(const gw_redis_link_t *l)
 {
     if (l->n_addrs == 0)

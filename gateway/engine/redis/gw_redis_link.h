@@ -139,6 +139,11 @@ void gw_redis_link_reset(gw_redis_link_t *l, int err);
  * owner; not from the link's own callbacks. */
 int gw_redis_link_set_addr(gw_redis_link_t *l, const char *host, uint16_t port);
 
+/* A link waiting out its backoff tries again now, its backoff reset: for a caller that found
+ * the server back through another connection. No-op unless DOWN with an address.
+ * Thread: loop's owner. */
+void gw_redis_link_connect_now(gw_redis_link_t *l);
+
 /* The address the link is at or trying (host NULL when it has none yet). Valid until the next
  * gw_redis_link_set_addr. */
 gw_redis_addr_t gw_redis_link_addr(const gw_redis_link_t *l);
