@@ -9,30 +9,30 @@
  * channel's pending list. With R, the channel is ACTIVE: the waiting loops are answered with
  * R, then the pending messages go out, those at or below R dropped as already counted. A loop
  * joining an ACTIVE channel is answered at once with the latest offset E handed out, after
- * the batch E has for it. Without Redis the join fails after [engine] redis_timeout, and the
- * client is told to retry.
+ * the batch E has for it.
  *
- * Messages. A sequenced message (gw_redis_schema.h) carries its offset and epoch: one at or
- * below the last handed out is a duplicate and dropped; one past the next leaves a gap (lost
- * while a connection was down, the at-most-once promise of pub/sub) that is counted; a new
- * epoch means Redis lost the channel's state (a restart without persistence) and starts the
- * channel's history over. A plain PUBLISH from a backend goes out as it is, with offset 0.
- * After a reconnect the sub subscribes again and E asks herald_join again, which tells how
- * many messages went by unseen.
+ * Joins are paced by Redis's replies: while half of redis_max_pending commands are in flight
+ * on the server's link, herald_joins wait their turn in order (re_joins_s), sent from E's
+ * before-sleep hook as replies make room, so a burst of subscriptions is never refused while
+ * Redis is alive. A join is given up (the client is told BUSY, retry) only when it waited
+ * past [engine] redis_timeout with its server down or its pub/sub connection down, and in
+ * any case after RE_JOIN_MAX_MS.
  *
- * Fences. Before a shard is ready after a (re)connect, E sends herald_fence for each channel
- * it has delivered from, with the epoch and offset it reached: where Redis holds less (a
- * failover to a replica that missed the last messages, a restart from an older disk image)
- * the channel starts a new epoch, and its subscribers see the epoch change at the next
- * message (they cannot recover across it) instead of offsets given out twice. A message that
- * arrives at or below the last offset while ACTIVE, or a resync answer below it, means the
- * same thing and fences that channel at once (once at a time).
+ * Messages. A sequenced message (gw_redis_schema.h) carries its offset and epoch: one past
+ * the next leaves a gap (lost while a connection was down, the at-most-once promise of
+ * pub/sub) that is counted; a new epoch means Redis lost the channel's state (a restart
+ * without persistence, a fence) and starts the channel's history over. A plain PUBLISH from a
+ * backend goes out as it is, with offset 0. After a reconnect the sub subscribes again; an
+ * ACTIVE channel asks nothing (the fence settled its epoch when the server came back), and
+ * what went by unseen shows as a gap at its next message. So pub/sub never delivers an
+ * offset at or below the last one handed out: such a message means Redis gave the offset out
+ * again, and it is dropped and forces a fence (gw_engine_redis_fence.c).
  *
  * History. Channels that keep history keep their latest messages here too (gw_history, fed by
- * what arrives), so a recovery on the node where the client was is answered from memory. A
- * recovery the memory cannot answer (the client was on another node, or further back) reads
- * the Redis stream between its offset and the latest offset E handed out when it asked, and
- * adds what E handed out since from memory, so that the answer meets the live stream exactly.
+ * what arrives), so a recovery on the node where the client was is answered from memory;
+ * gw_engine_redis_recover.c answers recoveries, this file queues them until the channel is
+ * ACTIVE. A history channel's publish while its server is down is refused (BUSY) rather than
+ * delivered here outside the sequence, where no other node's client could see or recover it.
  */
 #include <errno.h>
 #include <inttypes.h>
