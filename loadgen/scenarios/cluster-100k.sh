@@ -319,6 +319,9 @@ while :; do
     [ "$(date +%s)" -lt "$deadline" ] || break
     sleep 0.5
 done
+# Where Redis's time went (calls and microseconds per command), for the figures.
+timeout 5 redis-cli -p "$REDIS_PORT" INFO commandstats >"$WORK/redis-commandstats.txt" 2>/dev/null ||
+    true
 for pid in "${LOADGEN_PIDS[@]}"; do
     kill -TERM "$pid" 2>/dev/null || true
 done
@@ -429,8 +432,19 @@ print(row % "ramp" + "%.1f s for %d idle clients, %.0f connects/s; failed attemp
 print(row % "herald RSS" + "%d KiB -> %d KiB over the nodes: %.0f bytes per connection"
       % (node_sum["rss0"], node_sum["rss1"],
          (node_sum["rss1"] - node_sum["rss0"]) * 1024 / max(node_sum["conns"], 1)))
-print(row % "redis-server" + "RSS %d KiB -> %d KiB; %.0f%% of a core during the broadcast"
-      % (r0["rss_kb"], r1["rss_kb"], pct(r1["cpu_ticks"], r2["cpu_ticks"], pub_s)))
+print(row % "redis-server" + "RSS %d KiB -> %d KiB; %.0f%% of a core during the ramp, %.0f%%"
+      " during the broadcast" % (r0["rss_kb"], r1["rss_kb"],
+                                 pct(r0["cpu_ticks"], r1["cpu_ticks"], ramp_s),
+                                 pct(r1["cpu_ticks"], r2["cpu_ticks"], pub_s)))
+stats = []
+for line in open(os.path.join(work, "redis-commandstats.txt")):
+    if line.startswith("cmdstat_"):
+        name, rest = line.strip()[8:].split(":", 1)
+        f = dict(kv.split("=") for kv in rest.split(","))
+        stats.append((int(f["usec"]), int(f["calls"]), name))
+stats.sort(reverse=True)
+print(row % "redis time by command" + ", ".join(
+    "%s %d calls %.1f s" % (name, calls, usec / 1e6) for usec, calls, name in stats[:6]))
 print(row % "publishes" + "%d ok at %s/s for %s s from %d clients on n0; refused %d, unanswered %d"
       % (pub_ok, rate, hold, active, pub["publish"]["errors"], pub["publish"]["unacked"]))
 print(row % "deliveries" + "expected %d (%d publishes x %d subscribers), received %d"
