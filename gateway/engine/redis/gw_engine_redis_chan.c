@@ -360,8 +360,9 @@ static void chan_on_joined(gw_redis_link_t *l, redisReply *reply, void *arg)
  * subscriptions (a reconnect storm, a node's 16,000 clients arriving at once) is paced by
  * Redis's replies instead of refused, and leaves the other half of the link to publishes.
  * Each entry is the herald_join's own argument, the channel's name: a channel gone or no
- * longer SUBSCRIBING by its turn is skipped. Cleared when the link goes down (the channels
- * ask again at their next SUBSCRIBE confirmation). */
+ * longer SUBSCRIBING by its turn is skipped. Emptied while the server is down: when it is
+ * ready again, every channel whose SUBSCRIBE was confirmed asks again (re_chans_rejoin), and
+ * the others at their confirmation. */
 struct re_joins_s {
     join_cmd_t **q; /* a ring */
     uint32_t head;
