@@ -205,7 +205,10 @@ static const setting_t settings[] = {
     {"engine", "redis", "redis", NULL, T_STR, OFF(redis), CAP(redis), 0, 0, false,
      "Redis servers (engine redis), host:port, ...; channels spread over them", RESTART},
     {"engine", "redis_timeout", "redis_timeout", NULL, T_DURATION, OFF(redis_timeout_ms), 0, 50,
-     600000, false, "a Redis connect or command taking longer takes its connection down", RESTART},
+     600000, false,
+     "a Redis connect slower than this fails; a Redis silent this long while a command waits is "
+     "down",
+     RESTART},
     {"engine", "redis_max_pending", "redis_max_pending", NULL, T_U32, OFF(redis_max_pending), 0, 16,
      10000000, false, "commands in flight per Redis server; past it publishes get BUSY", RESTART},
     {"engine", "sentinels", "sentinels", NULL, T_STR, OFF(sentinels), CAP(sentinels), 0, 0, false,

@@ -122,7 +122,8 @@ free_port() {
 }
 
 # Starts redis-server on a free port (a few tries: the port may be taken between the probe and
-# the bind) and waits for PONG. Sets REDIS_PORT, REDIS_PID and REDIS_WRAP.
+# the bind) and waits until it answers as the process started. Sets REDIS_PORT, REDIS_PID and
+# REDIS_WRAP.
 redis_start() {
     for _ in 1 2 3; do
         REDIS_PORT=$(free_port)
@@ -132,10 +133,13 @@ redis_start() {
         REDIS_WRAP=$!
         REDIS_PID=$(child_pid "$REDIS_WRAP") || die "redis-server did not start"
         for _ in $(seq 100); do
-            if [ "$(timeout 2 redis-cli -p "$REDIS_PORT" ping 2>/dev/null)" = PONG ]; then
+            kill -0 "$REDIS_PID" 2>/dev/null || break
+            # Ours, not another user's Redis that took the port between the probe and the bind
+            # (ours then exits; a PONG alone would send the cluster to the other one).
+            if [ "$(timeout 2 redis-cli -p "$REDIS_PORT" info server 2>/dev/null |
+                tr -d '\r' | sed -n 's/^process_id://p')" = "$REDIS_PID" ]; then
                 return 0
             fi
-            kill -0 "$REDIS_PID" 2>/dev/null || break
             sleep 0.1
         done
         kill "$REDIS_PID" 2>/dev/null || true

@@ -231,7 +231,8 @@ typedef struct gw_config_s {
     /* [engine] */
     gw_engine_kind_t engine;              /* default GW_ENGINE_MEMORY */
     char redis[GW_CONFIG_REDIS_LIST_MAX]; /* default "127.0.0.1:6379"; host:port, ... */
-    uint64_t redis_timeout_ms;            /* default 2 s: connect and command timeout */
+    uint64_t redis_timeout_ms;            /* default 2 s: connect timeout; no reply this long
+                                           * with a command waiting: Redis is down */
     uint32_t redis_max_pending;           /* default 10000 commands in flight per server */
     /* Redis through Sentinel (replaces redis when set): the sentinels, host:port, ... */
     char sentinels[GW_CONFIG_REDIS_LIST_MAX];       /* default "": no Sentinel */
