@@ -49,7 +49,7 @@ typedef struct fo_sub_s {
 } fo_sub_t;
 
 typedef struct fo_result_s {
-    int64_t switch_ms;          /* SIGKILL to +switch-master at a sentinel */
+    int64_t switch_ms;          /* SIGKILL to the first +switch-master of a sentinel */
     int64_t ready_ms[2];        /* SIGKILL to /readyz 200 on node a, b */
     int64_t first_accepted_ms;  /* SIGKILL to the first publish given an offset again (after
                                  * one that was not: the outage as the publisher saw it) */

@@ -484,8 +484,13 @@ static void re_on_master(gw_redis_sentinel_t *s, uint32_t index, const char *hos
     redis_engine_t *re = arg;
     re_shard_t *sh = &re->shards[index];
     gw_redis_addr_t was = gw_redis_link_addr(sh->link);
-    if (was.host && was.port == port && strcmp(was.host, host) == 0)
+    if (was.host && was.port == port && strcmp(was.host, host) == 0) {
+        /* Still there, says Sentinel (asked after a disconnect, or while down): try it now
+         * rather than after a backoff grown meanwhile (a master restarted in place). */
+        gw_redis_link_connect_now(sh->link);
+        gw_redis_link_connect_now(gw_redis_sub_link(sh->sub));
         return;
+    }
     if (was.host) {
         atomic_fetch_add_explicit(&sh->failovers, 1, memory_order_relaxed);
         NL_LOG(NL_WARN, "redis_master_changed", "server=%s from=%s:%u to=%s:%u via=%s", sh->name,

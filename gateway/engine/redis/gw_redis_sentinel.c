@@ -29,7 +29,8 @@ typedef struct sentinel_master_s {
 
 struct gw_redis_sentinel_s {
     gw_redis_link_t *link;
-    gw_redis_sub_t *sub;
+    gw_redis_sub_t *subs[GW_REDIS_LINK_ADDRS_MAX]; /* one per sentinel: +switch-master */
+    uint32_t n_subs;
     sentinel_master_t masters[GW_REDIS_SENTINEL_MASTERS_MAX];
     uint32_t n_masters;
     gw_redis_sentinel_master_cb on_master;
@@ -142,13 +143,18 @@ static void sentinel_on_up(gw_redis_link_t *l, void *arg)
 
 static void sentinel_on_down(gw_redis_link_t *l, int err, void *arg)
 {
-    NL_UNUSED(l);
     gw_redis_sentinel_t *s = arg;
     s->stats.is_up = false;
-    /* A sentinel that answers nothing (hung) would leave the events connection on it too,
-     * where no command times out: both move on. */
-    if (err == -ETIMEDOUT)
-        gw_redis_link_reset(gw_redis_sub_link(s->sub), err);
+    /* A sentinel that answers nothing (hung) would leave its events connection hanging too,
+     * where no command times out: that one reconnects as well. */
+    if (err != -ETIMEDOUT)
+        return;
+    gw_redis_addr_t a = gw_redis_link_addr(l);
+    for (uint32_t i = 0; a.host && i < s->n_subs; i++) {
+        gw_redis_addr_t b = gw_redis_link_addr(gw_redis_sub_link(s->subs[i]));
+        if (b.host && b.port == a.port && strcmp(b.host, a.host) == 0)
+            gw_redis_link_reset(gw_redis_sub_link(s->subs[i]), err);
+    }
 }
 
 /* "+switch-master <name> <old ip> <old port> <new ip> <new port>". */
@@ -226,10 +232,12 @@ int gw_redis_sentinel_new(gw_redis_sentinel_t **out, nl_loop_t *loop,
         };
         err = gw_redis_link_new(&s->link, loop, &lo);
     }
-    if (err == 0) {
+    /* Every sentinel's events, not one's: the sentinel that leads a failover announces it at
+     * once, the others only once they hear of it (hello messages, every 2 s). */
+    for (uint32_t i = 0; err == 0 && i < opts->n_sentinels; i++) {
         gw_redis_sub_opts_t so = {
-            .addrs = opts->sentinels,
-            .n_addrs = opts->n_sentinels,
+            .host = opts->sentinels[i].host,
+            .port = opts->sentinels[i].port,
             .password = opts->password,
             .connect_timeout_ms = timeout_ms,
             .backoff_min_ms = 50,
@@ -237,10 +245,12 @@ int gw_redis_sentinel_new(gw_redis_sentinel_t **out, nl_loop_t *loop,
             .on_message = sentinel_on_event,
             .arg = s,
         };
-        err = gw_redis_sub_new(&s->sub, loop, &so);
+        err = gw_redis_sub_new(&s->subs[i], loop, &so);
+        if (err == 0) {
+            s->n_subs++;
+            err = gw_redis_sub_add(s->subs[i], SWITCH_CHANNEL, sizeof(SWITCH_CHANNEL) - 1);
+        }
     }
-    if (err == 0)
-        err = gw_redis_sub_add(s->sub, SWITCH_CHANNEL, sizeof(SWITCH_CHANNEL) - 1);
     if (err < 0) {
         gw_redis_sentinel_free(s);
         return err;
@@ -255,7 +265,8 @@ void gw_redis_sentinel_free(gw_redis_sentinel_t *s)
         return;
     /* The link first: its queries are answered NULL while the masters are still here. */
     gw_redis_link_free(s->link);
-    gw_redis_sub_free(s->sub);
+    for (uint32_t i = 0; i < s->n_subs; i++)
+        gw_redis_sub_free(s->subs[i]);
     for (uint32_t i = 0; i < s->n_masters; i++)
         free(s->masters[i].name);
     free(s);

@@ -4,15 +4,16 @@
  * herald's channels: it tells its owner "the master of name i is host:port" and the owner
  * moves its connections there (gw_redis_link_set_addr).
  *
- * Two connections to one sentinel at a time, each moving to the next sentinel of the list
- * after any failure (gw_redis_link's address list): a command link that asks
- * SENTINEL get-master-addr-by-name for each name (all of them whenever it comes up, and one
- * when the owner asks, e.g. after its connection to that master went down), and a pub/sub
- * connection subscribed to +switch-master, which a sentinel publishes when a failover has
- * chosen a new master ("<name> <old ip> <old port> <new ip> <new port>"). An answer or an
- * event is handed to on_master as it comes, the same address again included: the owner
- * decides whether anything changed. With a password, both AUTH first (the sentinels'
- * requirepass).
+ * A command link to one sentinel at a time, moving to the next of the list after any failure
+ * (gw_redis_link's address list), asks SENTINEL get-master-addr-by-name for each name (all of
+ * them whenever it comes up, and one when the owner asks, e.g. after its connection to that
+ * master went down). A pub/sub connection to every sentinel listens for +switch-master, which
+ * a sentinel publishes when a failover has chosen a new master ("<name> <old ip> <old port>
+ * <new ip> <new port>"): the sentinel that led the failover says so at once, the others only
+ * once its hello messages reach them (up to 2 s later), so one connection would often hear
+ * late. An answer or an event is handed to on_master as it comes, the same address again
+ * included: the owner decides whether anything changed. With a password, every connection
+ * AUTHs first (the sentinels' requirepass).
  *
  * What Sentinel says is taken as it is: the owner checks with ROLE that the server it reaches
  * is a master, and asks again when it is not (a stale answer during a failover).
