@@ -600,6 +600,27 @@ static void old_master_back(cluster_t *cl, publisher_t *p, subscriber_t *subs, f
     }
 }
 
+/* The master drops its replica's connection and, with a password set (CONFIG SET is not
+ * replicated; the connections already open stay), refuses its reconnects: what the master
+ * takes from then on, the replica lacks. */
+static void replica_cut_off(cluster_t *cl, fo_result_t *r)
+{
+    struct timeval tv = {5, 0};
+    redisContext *c = redisConnectWithTimeout("127.0.0.1", cl->master.port, tv);
+    redisReply *pass = c && !c->err ? redisCommand(c, "CONFIG SET requirepass cut-off") : NULL;
+    redisReply *kill = pass ? redisCommand(c, "CLIENT KILL TYPE replica") : NULL;
+    if (!pass || pass->type != REDIS_REPLY_STATUS || !kill || kill->type != REDIS_REPLY_INTEGER ||
+        kill->integer != 1)
+        problem(r, "could not cut the replica off the master");
+    if (pass)
+        freeReplyObject(pass);
+    if (kill)
+        freeReplyObject(kill);
+    if (c)
+        redisFree(c);
+    poll(NULL, 0, 100);
+}
+
 int fo_run(const fo_opts_t *o, fo_result_t *r)
 {
     memset(r, 0, sizeof(*r));
@@ -644,6 +665,8 @@ int fo_run(const fo_opts_t *o, fo_result_t *r)
         if (o->is_verbose)
             fprintf(stderr, "failover_run: %zu published; SIGKILL to the master\n",
                     atomic_load(&pub.n));
+        if (o->is_replica_behind)
+            replica_cut_off(&cl, r);
         t_kill = test_now_ms();
         test_redis_kill(&cl.master);
         await_failover(&cl, events, t_kill, r);

@@ -31,6 +31,8 @@ typedef struct fo_opts_s {
     int before_ms;           /* publishing before the kill */
     int after_ms;            /* publishing after the nodes are ready again */
     bool is_old_master_back; /* restart the old master and wait until it is a replica */
+    bool is_replica_behind;  /* cut the replica off the master 100 ms before the kill, so that
+                              * the new master lacks the last acknowledged messages */
     bool is_verbose;         /* progress on stderr */
 } fo_opts_t;
 
