@@ -2,7 +2,8 @@
  * test_gw_redis_sentinel: the Sentinel client against real redis-server and redis-sentinel
  * processes on loopback ports, stopped by PID: it finds the master of a name (passing over a
  * sentinel address where nothing listens), follows a failover (the master killed with
- * SIGKILL: the +switch-master event names the replica, promoted), asks again when told to,
+ * SIGKILL: the +switch-master events, from every sentinel, name the replica, promoted), asks
+ * again when told to,
  * authenticates to sentinels that have a password (and gets nothing with a wrong one), and
  * says so when no sentinel knows the name.
  *
@@ -189,8 +190,9 @@ static void test_gw_redis_sentinel_follows_failover(void **state)
     gw_redis_sentinel_ask(fx->client, 1); /* one question in flight at a time */
     run_until(fx, &fx->answers, before + 1, "the answer after the failover");
     assert_int_equal(fx->port, fx->replica.port);
+    /* Each sentinel announces the switch (the leader first): one event per sentinel heard. */
     gw_redis_sentinel_get_stats(fx->client, &st);
-    assert_int_equal(st.switches, 1);
+    assert_true(st.switches >= 1 && st.switches <= N_SENTINELS);
 }
 
 /* Sentinels with a password: the right one gets the answer, a wrong one nothing. */
