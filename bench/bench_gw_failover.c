@@ -18,7 +18,7 @@
  * those messages are lost, with every subscriber told.
  *
  * Usage: bench_gw_failover [--runs N] [--rate R] [--before-ms MS] [--after-ms MS]
- *                          [--old-master-back] [--replica-behind] [--herald PATH]
+ *                          [--old-master-back] [--replica-behind] [--verbose] [--herald PATH]
  */
 #include <inttypes.h>
 #include <stdbool.h>
@@ -51,12 +51,14 @@ int main(int argc, char **argv)
             o.is_old_master_back = true;
         else if (strcmp(argv[i], "--replica-behind") == 0)
             o.is_replica_behind = true;
+        else if (strcmp(argv[i], "--verbose") == 0)
+            o.is_verbose = true;
         else if (strcmp(argv[i], "--herald") == 0 && i + 1 < argc)
             setenv("TEST_HERALD_BIN", argv[++i], 1);
         else {
             fprintf(stderr,
                     "usage: %s [--runs N] [--rate R] [--before-ms MS] [--after-ms MS] "
-                    "[--old-master-back] [--replica-behind] [--herald PATH]\n",
+                    "[--old-master-back] [--replica-behind] [--verbose] [--herald PATH]\n",
                     argv[0]);
             return 2;
         }
@@ -84,6 +86,10 @@ int main(int argc, char **argv)
                k, r.switch_ms, r.ready_ms[0], r.ready_ms[1], r.first_accepted_ms, r.acked,
                r.refused, r.unknown, lost(&r, 0), r.sub[0].acked_missing, lost(&r, 1),
                r.sub[1].acked_missing, r.epoch_resets, r.sub[0].reports, r.sub[1].reports);
+        if (o.is_replica_behind)
+            printf("     %" PRIu64 " acknowledged after the replica was cut off: received, not in "
+                   "the new master's history\n",
+                   r.unreplicated);
         if (o.is_old_master_back)
             printf("     old master a replica %" PRId64 " ms after its restart; %s\n",
                    r.old_master_back_ms,

@@ -660,13 +660,16 @@ int fo_run(const fo_opts_t *o, fo_result_t *r)
         }
     }
     int64_t t_kill = 0;
+    int64_t t_cut = 0;
     if (rc == 0) {
         poll(NULL, 0, o->before_ms);
         if (o->is_verbose)
             fprintf(stderr, "failover_run: %zu published; SIGKILL to the master\n",
                     atomic_load(&pub.n));
-        if (o->is_replica_behind)
+        if (o->is_replica_behind) {
+            t_cut = test_now_ms();
             replica_cut_off(&cl, r);
+        }
         t_kill = test_now_ms();
         test_redis_kill(&cl.master);
         await_failover(&cl, events, t_kill, r);
@@ -714,6 +717,8 @@ int fo_run(const fo_opts_t *o, fo_result_t *r)
             r->local_only++;
         else
             r->acked++;
+        if (t_cut && pr->offset && pr->acked_ms >= t_cut && pr->sent_ms < t_kill)
+            r->unreplicated++;
         if (!t_kill || pr->sent_ms < t_kill)
             continue;
         if (pr->offset == 0)
@@ -733,6 +738,9 @@ int fo_run(const fo_opts_t *o, fo_result_t *r)
             r->failovers[i] = metric(cl.nodes[i], "herald_redis_failovers_total");
             r->epoch_resets += metric(cl.nodes[i], "herald_redis_epoch_resets_total");
         }
+        /* More than one epoch change: the logs say which node forced which. */
+        for (int i = 0; i < 2 && o->is_verbose && r->epoch_resets > 1; i++)
+            test_herald_dump_log(cl.nodes[i], 8000);
     }
     test_client_close(&pub.c);
     for (int i = 0; i < 2; i++) {

@@ -62,6 +62,8 @@ typedef struct fo_result_s {
     uint64_t local_only;        /* answered with offset 0 (must be 0: a history channel) */
     uint64_t refused;           /* answered BUSY (no master: sent again) */
     uint64_t unknown;           /* answered with another error (in flight at the kill) */
+    uint64_t unreplicated;      /* acknowledged between the replica's cut-off and the kill
+                                 * (is_replica_behind): the new master lacks them */
     fo_sub_t sub[2];            /* node a's subscriber, node b's */
     double failovers[2];        /* herald_redis_failovers_total of node a, b */
     double epoch_resets;        /* herald_redis_epoch_resets_total, both nodes */

@@ -340,26 +340,36 @@ void test_sentinel_kill(test_sentinel_t *s)
 
 /* --- waiting for replication and for sentinels ------------------------------------------------ */
 
+/* A blocking connection (AUTH with password), tried for up to a second: a process that has
+ * just said it is ready may be slow to answer on a loaded machine. Says why on stderr when it
+ * cannot. */
 static redisContext *connect_to(uint16_t port, const char *password)
 {
-    struct timeval tv = {5, 0};
-    redisContext *c = redisConnectWithTimeout("127.0.0.1", port, tv);
-    if (!c || c->err) {
-        if (c)
-            redisFree(c);
-        return NULL;
-    }
-    if (password) {
-        redisReply *r = redisCommand(c, "AUTH %s", password);
-        bool is_ok = r && r->type != REDIS_REPLY_ERROR;
-        if (r)
-            freeReplyObject(r);
-        if (!is_ok) {
-            redisFree(c);
+    int64_t deadline = now_ms() + 1000;
+    for (;;) {
+        struct timeval tv = {5, 0};
+        redisContext *c = redisConnectWithTimeout("127.0.0.1", port, tv);
+        if (c && !c->err) {
+            if (!password)
+                return c;
+            redisReply *r = redisCommand(c, "AUTH %s", password);
+            bool is_ok = r && r->type != REDIS_REPLY_ERROR;
+            if (r)
+                freeReplyObject(r);
+            if (is_ok)
+                return c;
+        }
+        if (now_ms() >= deadline) {
+            fprintf(stderr, "redis_harness: cannot connect to 127.0.0.1:%u: %s\n", port,
+                    c ? (c->err ? c->errstr : "AUTH refused") : "out of memory");
+            if (c)
+                redisFree(c);
             return NULL;
         }
+        if (c)
+            redisFree(c);
+        poll(NULL, 0, 50);
     }
-    return c;
 }
 
 int test_redis_await_replicas(uint16_t master_port, int n, int timeout_ms)
@@ -371,13 +381,23 @@ int test_redis_await_replicas(uint16_t master_port, int n, int timeout_ms)
     int64_t deadline = now_ms() + timeout_ms;
     while (rc == -ETIMEDOUT && now_ms() < deadline) {
         redisReply *r = redisCommand(c, "SET herald-test:replicated 1");
+        bool is_set = r && r->type == REDIS_REPLY_STATUS;
         if (r)
             freeReplyObject(r);
+        if (!r) {
+            rc = -EIO; /* the connection broke */
+            break;
+        }
+        if (!is_set) {
+            /* Refused for now (a server Sentinel is still reconfiguring): again shortly. */
+            poll(NULL, 0, 100);
+            continue;
+        }
         /* WAIT blocks until n replicas have the write, or 1 s passed. */
         r = redisCommand(c, "WAIT %d 1000", n);
-        if (!r || r->type != REDIS_REPLY_INTEGER)
+        if (!r)
             rc = -EIO;
-        else if (r->integer >= n)
+        else if (r->type == REDIS_REPLY_INTEGER && r->integer >= n)
             rc = 0;
         if (r)
             freeReplyObject(r);

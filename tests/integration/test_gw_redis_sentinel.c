@@ -193,6 +193,7 @@ static void test_gw_redis_sentinel_follows_failover(void **state)
     /* Each sentinel announces the switch (the leader first): one event per sentinel heard. */
     gw_redis_sentinel_get_stats(fx->client, &st);
     assert_true(st.switches >= 1 && st.switches <= N_SENTINELS);
+    assert_int_equal(st.stale, 0);
 }
 
 /* Sentinels with a password: the right one gets the answer, a wrong one nothing. */

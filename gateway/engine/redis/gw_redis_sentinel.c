@@ -3,9 +3,11 @@
  *
  * Each name has at most one question in flight (is_asking); a question asked while no
  * sentinel is reachable waits (is_wanted) for the link's next on_up, which asks for every
- * name anyway. Answers and events come back by name, never by position in a reply stream, so
- * an answer that arrives after the link moved to another sentinel is still the answer about
- * that name.
+ * name anyway. The question is SENTINEL MASTER, whose answer names the configuration epoch
+ * it belongs to: during a failover some sentinels still name the old master, and such an
+ * answer, arriving after +switch-master, would send the owner back to it. Answers and events come
+ * back by name, never by position in a reply stream, so an answer that arrives after the link moved
+ * to another sentinel is still the answer about that name.
  */
 #include "gw_redis_sentinel.h"
 
@@ -23,7 +25,12 @@
 
 typedef struct sentinel_master_s {
     char *name;
-    bool is_asking; /* a get-master-addr-by-name on its way */
+    /* Answers from an older configuration epoch than min_epoch are stale. A +switch-master
+     * (each sentinel sends one) raises it past the epoch of the last answer followed, since a
+     * failover makes a new epoch and the event carries none. */
+    uint64_t epoch;
+    uint64_t min_epoch;
+    bool is_asking; /* a SENTINEL MASTER on its way */
     bool is_wanted; /* asked for while the link was down */
 } sentinel_master_t;
 
@@ -67,6 +74,30 @@ static uint16_t sentinel_port(const char *text, size_t len)
     return (uint16_t)v;
 }
 
+/* A field of SENTINEL MASTER's flat [key, value, ...] answer, or NULL. */
+static const redisReply *sentinel_field(const redisReply *r, const char *key)
+{
+    size_t len = strlen(key);
+    for (size_t i = 0; i + 1 < r->elements; i += 2) {
+        const redisReply *k = r->element[i];
+        const redisReply *v = r->element[i + 1];
+        if (k->type == REDIS_REPLY_STRING && v->type == REDIS_REPLY_STRING && k->len == len &&
+            memcmp(k->str, key, len) == 0)
+            return v;
+    }
+    return NULL;
+}
+
+static void sentinel_count_error(gw_redis_sentinel_t *s, const sentinel_master_t *m,
+                                 const char *what, size_t len)
+{
+    s->stats.errors++;
+    if (s->stats.errors == 1 || s->stats.errors % 100 == 0)
+        NL_LOG(NL_WARN, "redis_sentinel_error", "name=%s err=\"%.*s\" times=%llu", m->name,
+               (int)(len < 120 ? len : 120), what, (unsigned long long)s->stats.errors);
+}
+
+/* SENTINEL MASTER's answer: the address, and the configuration epoch it belongs to. */
 static void sentinel_on_answer(gw_redis_link_t *l, redisReply *reply, void *arg)
 {
     NL_UNUSED(l);
@@ -80,31 +111,39 @@ static void sentinel_on_answer(gw_redis_link_t *l, redisReply *reply, void *arg)
         m->is_wanted = true; /* the link went down: asked again when it is back */
         return;
     }
-    if (reply->type == REDIS_REPLY_NIL) {
+    if (reply->type == REDIS_REPLY_ERROR && strstr(reply->str, "No such master")) {
         s->stats.unknown++;
         if (s->stats.unknown == 1 || s->stats.unknown % 100 == 0)
             NL_LOG(NL_WARN, "redis_sentinel_unknown_master", "name=%s times=%llu", m->name,
                    (unsigned long long)s->stats.unknown);
         return;
     }
-    uint16_t port = 0;
-    if (reply->type == REDIS_REPLY_ARRAY && reply->elements == 2 &&
-        reply->element[0]->type == REDIS_REPLY_STRING &&
-        reply->element[1]->type == REDIS_REPLY_STRING)
-        port = sentinel_port(reply->element[1]->str, reply->element[1]->len);
-    if (port == 0 || reply->element[0]->len >= GW_CONFIG_HOST_MAX) {
-        s->stats.errors++;
-        if (s->stats.errors == 1 || s->stats.errors % 100 == 0)
-            NL_LOG(NL_WARN, "redis_sentinel_error", "name=%s err=\"%.*s\" times=%llu", m->name,
-                   reply->type == REDIS_REPLY_ERROR ? (int)(reply->len < 120 ? reply->len : 120)
-                                                    : 14,
-                   reply->type == REDIS_REPLY_ERROR ? reply->str : "not an address",
-                   (unsigned long long)s->stats.errors);
+    if (reply->type != REDIS_REPLY_ARRAY) {
+        sentinel_count_error(s, m, reply->type == REDIS_REPLY_ERROR ? reply->str : "not a master",
+                             reply->type == REDIS_REPLY_ERROR ? reply->len : 12);
         return;
     }
+    const redisReply *ip = sentinel_field(reply, "ip");
+    const redisReply *port_text = sentinel_field(reply, "port");
+    const redisReply *epoch_text = sentinel_field(reply, "config-epoch");
+    uint16_t port = port_text ? sentinel_port(port_text->str, port_text->len) : 0;
+    uint64_t epoch = 0;
+    if (!ip || port == 0 || ip->len >= GW_CONFIG_HOST_MAX || !epoch_text ||
+        gw_config_parse_uint(epoch_text->str, &epoch) < 0) {
+        sentinel_count_error(s, m, "not an address", 14);
+        return;
+    }
+    /* A sentinel that has not heard of the last failover yet still names the old master: an
+     * answer from an older configuration than one already followed is stale. */
+    if (epoch < m->min_epoch) {
+        s->stats.stale++;
+        return;
+    }
+    m->epoch = epoch;
+    m->min_epoch = epoch;
     char host[GW_CONFIG_HOST_MAX];
-    memcpy(host, reply->element[0]->str, reply->element[0]->len);
-    host[reply->element[0]->len] = '\0';
+    memcpy(host, ip->str, ip->len);
+    host[ip->len] = '\0';
     s->stats.answers++;
     s->on_master(s, index, host, port, false, s->arg);
 }
@@ -121,7 +160,7 @@ void gw_redis_sentinel_ask(gw_redis_sentinel_t *s, uint32_t index)
         return;
     }
     *q = (sentinel_query_t){.s = s, .index = index};
-    const char *argv[] = {"SENTINEL", "get-master-addr-by-name", m->name};
+    const char *argv[] = {"SENTINEL", "MASTER", m->name};
     if (gw_redis_link_command(s->link, sentinel_on_answer, q, 3, argv, NULL) < 0) {
         free(q);
         m->is_wanted = true; /* no sentinel now: when the link is up */
@@ -189,6 +228,8 @@ static void sentinel_on_event(gw_redis_sub_t *sub, const char *chan, size_t chan
     memcpy(host, word[3], word_len[3]);
     host[word_len[3]] = '\0';
     s->stats.switches++;
+    if (s->masters[index].min_epoch < s->masters[index].epoch + 1)
+        s->masters[index].min_epoch = s->masters[index].epoch + 1;
     NL_LOG(NL_INFO, "redis_sentinel_switch", "name=%s from=%.*s:%.*s to=%s:%u",
            s->masters[index].name, (int)word_len[1], word[1], (int)word_len[2], word[2], host,
            port);

@@ -5,7 +5,7 @@
  * moves its connections there (gw_redis_link_set_addr).
  *
  * A command link to one sentinel at a time, moving to the next of the list after any failure
- * (gw_redis_link's address list), asks SENTINEL get-master-addr-by-name for each name (all of
+ * (gw_redis_link's address list), asks SENTINEL MASTER for each name (all of
  * them whenever it comes up, and one when the owner asks, e.g. after its connection to that
  * master went down). A pub/sub connection to every sentinel listens for +switch-master, which
  * a sentinel publishes when a failover has chosen a new master ("<name> <old ip> <old port>
@@ -34,7 +34,8 @@
 typedef struct gw_redis_sentinel_s gw_redis_sentinel_t;
 
 /* The master of masters[index] is host:port (is_switch: a +switch-master event, else an
- * answer to get-master-addr-by-name). host is valid during the call. */
+ * answer to SENTINEL MASTER from a configuration no older than one followed). host is valid
+ * during the call. */
 typedef void (*gw_redis_sentinel_master_cb)(gw_redis_sentinel_t *s, uint32_t index,
                                             const char *host, uint16_t port, bool is_switch,
                                             void *arg);
@@ -54,10 +55,11 @@ typedef struct gw_redis_sentinel_opts_s {
 } gw_redis_sentinel_opts_t;
 
 typedef struct gw_redis_sentinel_stats_s {
-    uint64_t queries;       /* get-master-addr-by-name sent */
+    uint64_t queries;       /* SENTINEL MASTER sent */
     uint64_t answers;       /* ... answered with an address */
-    uint64_t unknown;       /* ... answered nil (the sentinel does not know the name) */
-    uint64_t errors;        /* ... answered with an error */
+    uint64_t unknown;       /* ... answered "No such master" */
+    uint64_t errors;        /* ... answered with another error, or no address */
+    uint64_t stale;         /* ... from a configuration older than one followed (dropped) */
     uint64_t switches;      /* +switch-master events for one of our names */
     uint64_t auth_failures; /* a sentinel refused the password (command link) */
     bool is_up;             /* the command link is connected to a sentinel */
