@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "herald_client.h"
+#include "proto_frame.h"
 #include "herald_harness.h"
 
 #define GW_SECRET "gwtest-secret-0123456789abcdef"
@@ -148,6 +149,48 @@ static inline void gw_metric_await(const test_herald_t *h, const char *family, c
     if (got != want)
         fail_msg("%s{%s} is %g after %d ms, want %g", family, label ? label : "", got, GW_WAIT_MS,
                  want);
+}
+
+/* A Publish with idempotency key (NULL: none), and the answer: the frame (the caller frees it
+ * with proto_frame_free); fails the test when none comes within GW_WAIT_MS. */
+static inline Herald__Frame *gw_publish_key_frame(test_client_t *c, const char *chan,
+                                                  const char *payload, const char *key)
+{
+    Herald__Publish p = HERALD__PUBLISH__INIT;
+    p.channel = (char *)chan;
+    p.payload.data = (uint8_t *)payload;
+    p.payload.len = strlen(payload);
+    p.idempotency_key = (char *)(key ? key : "");
+    Herald__Frame f = HERALD__FRAME__INIT;
+    f.id = ++c->next_id;
+    f.body_case = HERALD__FRAME__BODY_PUBLISH;
+    f.publish = &p;
+    Herald__Frame *r = NULL;
+    int rc = test_client_request(c, &f, &r, GW_WAIT_MS);
+    if (rc != 1)
+        fail_msg("publish %s/%s: rc %d %s", chan, key ? key : "", rc, test_client_what(c));
+    return r;
+}
+
+/* What a PublishOk said. */
+typedef struct gw_pub_answer_s {
+    uint64_t offset;
+    char epoch[17];
+    bool is_duplicate;
+} gw_pub_answer_t;
+
+/* gw_publish_key_frame that fails the test unless the answer is a PublishOk. */
+static inline gw_pub_answer_t gw_publish_key(test_client_t *c, const char *chan,
+                                             const char *payload, const char *key)
+{
+    Herald__Frame *r = gw_publish_key_frame(c, chan, payload, key);
+    char fs[384];
+    if (r->body_case != HERALD__FRAME__BODY_PUBLISH_OK)
+        fail_msg("publish %s/%s: %s", chan, key ? key : "", test_frame_str(r, fs, sizeof(fs)));
+    gw_pub_answer_t a = {.offset = r->publish_ok->offset, .is_duplicate = r->publish_ok->duplicate};
+    snprintf(a.epoch, sizeof(a.epoch), "%s", r->publish_ok->epoch);
+    proto_frame_free(r);
+    return a;
 }
 
 #endif

@@ -43,37 +43,6 @@ static void connect_as(const test_herald_t *h, test_client_t *c, const char *use
     GW_OK(test_client_auth(c, h->port, tok, GW_WAIT_MS), c);
 }
 
-typedef struct answer_s {
-    uint64_t offset;
-    char epoch[17];
-    bool is_duplicate;
-} answer_t;
-
-/* Publishes payload to chan with key; fails the test unless PublishOk came back. */
-static answer_t publish_key(test_client_t *c, const char *chan, const char *payload,
-                            const char *key)
-{
-    Herald__Publish p = HERALD__PUBLISH__INIT;
-    p.channel = (char *)chan;
-    p.payload.data = (uint8_t *)payload;
-    p.payload.len = strlen(payload);
-    p.idempotency_key = (char *)key;
-    Herald__Frame f = HERALD__FRAME__INIT;
-    f.id = ++c->next_id;
-    f.body_case = HERALD__FRAME__BODY_PUBLISH;
-    f.publish = &p;
-    Herald__Frame *r = NULL;
-    int rc = test_client_request(c, &f, &r, GW_WAIT_MS);
-    char fs[384];
-    if (rc != 1 || r->body_case != HERALD__FRAME__BODY_PUBLISH_OK)
-        fail_msg("publish %s/%s: rc %d %s", chan, key, rc,
-                 rc == 1 ? test_frame_str(r, fs, sizeof(fs)) : test_client_what(c));
-    answer_t a = {.offset = r->publish_ok->offset, .is_duplicate = r->publish_ok->duplicate};
-    snprintf(a.epoch, sizeof(a.epoch), "%s", r->publish_ok->epoch);
-    proto_frame_free(r);
-    return a;
-}
-
 /* Asserts that c's next frame is chan's Push at offset with payload. */
 static void expect_push(test_client_t *c, const char *chan, uint64_t offset, const char *payload)
 {
@@ -126,31 +95,31 @@ static void test_gw_idempotency_repeat_is_answered_not_published(void **state)
     GW_OK(test_client_subscribe(&sub, "news", &base, GW_WAIT_MS), &sub);
     GW_OK(test_client_subscribe(&sub, "other", &other_base, GW_WAIT_MS), &sub);
 
-    answer_t first = publish_key(&pub, "news", "hello", "order-17");
+    gw_pub_answer_t first = gw_publish_key(&pub, "news", "hello", "order-17");
     assert_false(first.is_duplicate);
     assert_int_equal(first.offset, base + 1);
-    answer_t again = publish_key(&pub, "news", "hello", "order-17");
+    gw_pub_answer_t again = gw_publish_key(&pub, "news", "hello", "order-17");
     assert_true(again.is_duplicate);
     assert_int_equal(again.offset, first.offset);
     assert_string_equal(again.epoch, first.epoch);
     /* Another connection's retry is a retry all the same: the key belongs to the channel. */
-    answer_t third = publish_key(&pub2, "news", "hello", "order-17");
+    gw_pub_answer_t third = gw_publish_key(&pub2, "news", "hello", "order-17");
     assert_true(third.is_duplicate);
     assert_int_equal(third.offset, first.offset);
     expect_push(&sub, "news", first.offset, "hello");
     expect_nothing_more(&sub);
 
     /* A new key publishes; so does every Publish without one. */
-    answer_t next = publish_key(&pub, "news", "next", "order-18");
+    gw_pub_answer_t next = gw_publish_key(&pub, "news", "next", "order-18");
     assert_false(next.is_duplicate);
     assert_int_equal(next.offset, first.offset + 1);
-    answer_t plain = publish_key(&pub, "news", "plain", "");
-    answer_t plain2 = publish_key(&pub, "news", "plain", "");
+    gw_pub_answer_t plain = gw_publish_key(&pub, "news", "plain", "");
+    gw_pub_answer_t plain2 = gw_publish_key(&pub, "news", "plain", "");
     assert_false(plain.is_duplicate || plain2.is_duplicate);
     assert_int_equal(plain.offset, next.offset + 1);
     assert_int_equal(plain2.offset, plain.offset + 1);
     /* The same key on another channel is another record. */
-    answer_t other = publish_key(&pub, "other", "o", "order-17");
+    gw_pub_answer_t other = gw_publish_key(&pub, "other", "o", "order-17");
     assert_false(other.is_duplicate);
     assert_int_equal(other.offset, other_base + 1);
     expect_push(&sub, "news", next.offset, "next");
@@ -171,7 +140,7 @@ static void test_gw_idempotency_repeat_is_answered_not_published(void **state)
     assert_null(strstr(body, "duplicate"));
     assert_int_equal(admin_publish(h, "news", "h1", "http-1", body, sizeof(body)), 200);
     assert_non_null(strstr(body, "\"duplicate\":true"));
-    answer_t from_client = publish_key(&pub, "news", "h1", "http-1");
+    gw_pub_answer_t from_client = gw_publish_key(&pub, "news", "h1", "http-1");
     assert_true(from_client.is_duplicate);
     assert_int_equal(from_client.offset, plain2.offset + 1);
     expect_push(&sub, "news", plain2.offset + 1, "h1");
@@ -212,19 +181,19 @@ static void test_gw_idempotency_keys_bounded(void **state)
     connect_as(h, &pub, "pub");
     connect_as(h, &sub, "sub"); /* a subscribed channel keeps its offsets */
     GW_OK(test_client_subscribe(&sub, "news", NULL, GW_WAIT_MS), &sub);
-    answer_t a[10];
+    gw_pub_answer_t a[10];
     for (int i = 0; i < 10; i++) {
         char key[16];
         snprintf(key, sizeof(key), "k%d", i);
-        a[i] = publish_key(&pub, "news", "x", key);
+        a[i] = gw_publish_key(&pub, "news", "x", key);
         assert_false(a[i].is_duplicate);
     }
     gw_metric_await(h, "herald_publish_idempotency_evicted_total", NULL, 8);
     assert_true(gw_metric(h, "herald_publish_idempotency_keys", NULL) <= 4);
-    answer_t last = publish_key(&pub, "news", "x", "k9");
+    gw_pub_answer_t last = gw_publish_key(&pub, "news", "x", "k9");
     assert_true(last.is_duplicate);
     assert_int_equal(last.offset, a[9].offset);
-    answer_t forgotten = publish_key(&pub, "news", "x", "k0");
+    gw_pub_answer_t forgotten = gw_publish_key(&pub, "news", "x", "k0");
     assert_false(forgotten.is_duplicate);
     assert_int_equal(forgotten.offset, a[9].offset + 1);
     test_client_close(&pub);
@@ -243,18 +212,18 @@ static void test_gw_idempotency_window_ends(void **state)
     connect_as(h, &sub, "sub");
     GW_OK(test_client_subscribe(&sub, "news", NULL, GW_WAIT_MS), &sub);
     int64_t t0 = test_now_ms();
-    answer_t first = publish_key(&pub, "news", "x", "w");
-    answer_t again = publish_key(&pub, "news", "x", "w");
+    gw_pub_answer_t first = gw_publish_key(&pub, "news", "x", "w");
+    gw_pub_answer_t again = gw_publish_key(&pub, "news", "x", "w");
     int64_t t1 = test_now_ms();
     if (t1 - t0 < 1000) {
         assert_true(again.is_duplicate);
         assert_int_equal(again.offset, first.offset);
     }
-    answer_t later;
+    gw_pub_answer_t later;
     int64_t deadline = t0 + GW_WAIT_MS;
     do {
         GW_OK(test_client_ping(&pub, GW_WAIT_MS), &pub);
-        later = publish_key(&pub, "news", "x", "w");
+        later = gw_publish_key(&pub, "news", "x", "w");
         assert_int_equal(later.offset, first.offset + !later.is_duplicate);
     } while (later.is_duplicate && test_now_ms() < deadline);
     int64_t t2 = test_now_ms();

@@ -29,7 +29,13 @@
  *   - presence, online status and join/leave events seen from every node, and a node killed
  *     with SIGKILL gone from both once its entries expire;
  *   - 300 users connecting and subscribing at once, then active, with a max_pending of 16:
- *     no command refused, every user online and in the channel, every expiry renewed.
+ *     no command refused, every user online and in the channel, every expiry renewed;
+ *   - idempotency keys across nodes: a Publish repeating a key on the other node (client frame
+ *     or admin API) is answered PublishOk{duplicate} with the first offset, subscribers on both
+ *     nodes get the message once, the record lives in Redis for the window and a repeat after
+ *     it publishes again;
+ *   - a Publish Redis took and never answered (SIGSTOP) is answered OUTCOME_UNKNOWN, not
+ *     INTERNAL; its retry with the same key once Redis is back is delivered exactly once.
  *
  * Waiting is on events: /readyz answers, a Pong after everything queued, log lines.
  */
@@ -43,6 +49,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <pthread.h>
 #include <sys/time.h>
 
@@ -222,10 +229,12 @@ static long long redis_fcall_publish(const test_redis_t *redis, const char *chan
                                  chan, chan, payload);
     assert_non_null(r);
     assert_int_equal(r->type, REDIS_REPLY_ARRAY);
-    assert_int_equal(r->elements, 3);
+    assert_int_equal(r->elements, 4); /* offset, epoch, time, duplicate */
     assert_int_equal(r->element[0]->type, REDIS_REPLY_INTEGER);
     assert_int_equal(r->element[1]->type, REDIS_REPLY_STRING);
     assert_string_equal(r->element[1]->str, epoch);
+    assert_int_equal(r->element[3]->type, REDIS_REPLY_INTEGER);
+    assert_int_equal(r->element[3]->integer, 0);
     long long off = r->element[0]->integer;
     freeReplyObject(r);
     redisFree(c);
@@ -1178,6 +1187,143 @@ static void test_gw_redis_engine_online_in_bulk(void **state)
     nodes_stop(fx);
 }
 
+/* --- idempotency keys ---------------------------------------------------------------------- */
+
+/* PTTL of key on redis (-2: no such key). */
+static long long redis_pttl(const test_redis_t *redis, const char *key)
+{
+    struct timeval tv = {5, 0};
+    redisContext *c = redisConnectWithTimeout("127.0.0.1", redis->port, tv);
+    assert_true(c && !c->err);
+    redisReply *r = redisCommand(c, "PTTL %s", key);
+    assert_non_null(r);
+    assert_int_equal(r->type, REDIS_REPLY_INTEGER);
+    long long ms = r->integer;
+    freeReplyObject(r);
+    redisFree(c);
+    return ms;
+}
+
+/* POST /api/publish with an Idempotency-Key; asserts 200 and that the body has want_in. */
+static void admin_publish_key(const test_herald_t *h, const char *chan, const char *body,
+                              const char *key, const char *want_in)
+{
+    char path[128];
+    char key_hdr[128];
+    snprintf(path, sizeof(path), "/api/publish?channel=%s", chan);
+    snprintf(key_hdr, sizeof(key_hdr), "Idempotency-Key: %s", key);
+    const char *hdrs[] = {"X-Api-Key: " GW_API_KEY, key_hdr, NULL};
+    test_http_resp_t r;
+    assert_int_equal(
+        test_http_request(h->admin_port, "POST", path, hdrs, body, strlen(body), GW_WAIT_MS, &r),
+        0);
+    if (r.status != 200 || !r.body || !strstr(r.body, want_in))
+        fail_msg("POST %s (key %s): %d %s, want 200 with %s", path, key, r.status,
+                 r.body ? r.body : "", want_in);
+    test_http_resp_free(&r);
+}
+
+/* The key names the publish on every node: the first node's publish is the only one. */
+static void test_gw_redis_engine_idempotency_across_nodes(void **state)
+{
+    fx_t *fx = *state;
+    static const char *const extra[] = {"--idempotency-window", "2s", NULL};
+    test_herald_t *a = node_start(fx, 0, extra);
+    test_herald_t *b = node_start(fx, 1, extra);
+    await_readyz(a, 200);
+    await_readyz(b, 200);
+    test_client_t sa, sb, pa, pb;
+    GW_OK(test_client_auth(&sa, a->port, "sa", GW_WAIT_MS), &sa);
+    GW_OK(test_client_auth(&sb, b->port, "sb", GW_WAIT_MS), &sb);
+    GW_OK(test_client_auth(&pa, a->port, "pa", GW_WAIT_MS), &pa);
+    GW_OK(test_client_auth(&pb, b->port, "pb", GW_WAIT_MS), &pb);
+    GW_OK(test_client_subscribe(&sa, "idem", NULL, GW_WAIT_MS), &sa);
+    GW_OK(test_client_subscribe(&sb, "idem", NULL, GW_WAIT_MS), &sb);
+
+    gw_pub_answer_t first = gw_publish_key(&pa, "idem", "m1", "order-1");
+    assert_false(first.is_duplicate);
+    assert_int_equal(first.offset, 1);
+    /* Retried on the other node, with another payload (the first one stands). */
+    gw_pub_answer_t again = gw_publish_key(&pb, "idem", "m1-retry", "order-1");
+    assert_true(again.is_duplicate);
+    assert_int_equal(again.offset, first.offset);
+    assert_string_equal(again.epoch, first.epoch);
+    admin_publish_key(b, "idem", "m1-admin", "order-1", "\"duplicate\":true");
+    /* The same key on another channel is another publish. */
+    gw_pub_answer_t other = gw_publish_key(&pb, "idem2", "o1", "order-1");
+    assert_false(other.is_duplicate);
+    /* A new key publishes. */
+    gw_pub_answer_t next = gw_publish_key(&pb, "idem", "m2", "order-2");
+    assert_false(next.is_duplicate);
+    assert_int_equal(next.offset, 2);
+    expect_push(&sa, "idem", 1, "m1");
+    expect_push(&sa, "idem", 2, "m2");
+    expect_nothing_more(&sa);
+    expect_push(&sb, "idem", 1, "m1");
+    expect_push(&sb, "idem", 2, "m2");
+    expect_nothing_more(&sb);
+    assert_true(gw_metric(b, "herald_publish_duplicates_total", NULL) == 2.0);
+    assert_true(gw_metric(a, "herald_publish_duplicates_total", NULL) == 0.0);
+
+    /* The record is in Redis for the window, and a repeat after it publishes again. */
+    long long ttl = redis_pttl(&fx->redis[0], "herald:i:idem order-1");
+    assert_true(ttl > 0 && ttl <= 2000);
+    int64_t deadline = test_now_ms() + 5000;
+    while (redis_pttl(&fx->redis[0], "herald:i:idem order-1") != -2 && test_ms_left(deadline) > 0)
+        poll(NULL, 0, 50); /* Redis expires the key on its own clock: nothing to await */
+    gw_pub_answer_t late = gw_publish_key(&pa, "idem", "m1-late", "order-1");
+    assert_false(late.is_duplicate);
+    assert_int_equal(late.offset, 3);
+    expect_push(&sb, "idem", 3, "m1-late");
+    test_client_close(&sa);
+    test_client_close(&sb);
+    test_client_close(&pa);
+    test_client_close(&pb);
+    nodes_stop(fx);
+}
+
+/* Redis took the publish and answered nothing (stopped): OUTCOME_UNKNOWN, not INTERNAL. The
+ * retry with the key, once Redis is back, is delivered once in all: either the first publish
+ * ran (the retry says duplicate) or it did not (the retry publishes). A history channel, so
+ * that the subscriber on the other node recovers what went by while its link was down. */
+static void test_gw_redis_engine_outcome_unknown_then_retry(void **state)
+{
+    fx_t *fx = *state;
+    static const char *const extra[] = {"--redis-timeout", "500ms", NULL};
+    test_herald_t *a = node_start(fx, 0, extra);
+    test_herald_t *b = node_start(fx, 1, extra);
+    await_readyz(a, 200);
+    await_readyz(b, 200);
+    test_client_t sb, pa;
+    GW_OK(test_client_auth(&sb, b->port, "sb", GW_WAIT_MS), &sb);
+    GW_OK(test_client_auth(&pa, a->port, "pa", GW_WAIT_MS), &pa);
+    uint64_t at = 0;
+    GW_OK(test_client_subscribe(&sb, "h:idem", &at, GW_WAIT_MS), &sb);
+    assert_int_equal(at, 0);
+
+    test_redis_pause(&fx->redis[0]);
+    Herald__Frame *r = gw_publish_key_frame(&pa, "h:idem", "once", "order-9");
+    char fs[384];
+    if (r->body_case != HERALD__FRAME__BODY_ERROR ||
+        r->error->code != HERALD__ERROR__CODE__OUTCOME_UNKNOWN)
+        fail_msg("a publish Redis never answered: %s, want Error{OUTCOME_UNKNOWN}",
+                 test_frame_str(r, fs, sizeof(fs)));
+    proto_frame_free(r);
+    test_redis_resume(&fx->redis[0]);
+    await_readyz(a, 200);
+    await_readyz(b, 200);
+
+    gw_pub_answer_t retry = gw_publish_key(&pa, "h:idem", "once-retry", "order-9");
+    fprintf(stderr, "the retry: offset %llu, duplicate %d\n", (unsigned long long)retry.offset,
+            retry.is_duplicate);
+    assert_int_equal(retry.offset, 1);
+    expect_push(&sb, "h:idem", 1, retry.is_duplicate ? "once" : "once-retry");
+    expect_nothing_more(&sb);
+    test_client_close(&sb);
+    test_client_close(&pa);
+    nodes_stop(fx);
+}
+
 int main(void)
 {
     if (!test_redis_available()) {
@@ -1201,6 +1347,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_gw_redis_engine_presence_across_nodes, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_gw_redis_engine_online_in_bulk, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_gw_redis_engine_idempotency_across_nodes, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_gw_redis_engine_outcome_unknown_then_retry, setup,
+                                        teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

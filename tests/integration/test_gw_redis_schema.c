@@ -119,7 +119,8 @@ static void publish(redisContext *c, const char *chan, const char *payload, size
     lens[6] = len;
     redisReply *r = cmd(c, candidate ? 10 : 9, argv, lens);
     assert_int_equal(r->type, REDIS_REPLY_ARRAY);
-    assert_int_equal(r->elements, 3);
+    assert_int_equal(r->elements, 4);
+    assert_int_equal(r->element[3]->integer, 0); /* no key: never a duplicate */
     *offset = (uint64_t)r->element[0]->integer;
     snprintf(epoch, 17, "%s", r->element[1]->str);
     freeReplyObject(r);
@@ -324,6 +325,61 @@ static void test_gw_redis_schema_fence(void **state)
     assert_int_equal(test_redis_stop(&redis), 0);
 }
 
+/* herald_publish with an idempotency record: the first publish leaves it for the window, a
+ * repeat is answered from it (the fourth element 1) and publishes nothing; a window of 0
+ * leaves no record. */
+static void test_gw_redis_schema_idempotency(void **state)
+{
+    (void)state;
+    test_redis_t redis;
+    int rc = test_redis_start(&redis, 0);
+    if (rc != 0)
+        fail_msg("redis-server did not start: %s", strerror(-rc));
+    struct timeval tv = {5, 0};
+    redisContext *c = redisConnectWithTimeout("127.0.0.1", redis.port, tv);
+    assert_true(c && !c->err);
+    const char *load[] = {"FUNCTION", "LOAD", "REPLACE", gw_redis_functions};
+    freeReplyObject(cmd(c, 4, load, NULL));
+    const char *first[] = {"FCALL",     "herald_publish", "3", "herald:m:k", "herald:h:k",
+                           "herald:i:k a1", "k", "one", "0", "0", "0123456789abcdef", "60000"};
+    redisReply *r = cmd(c, 12, first, NULL);
+    assert_int_equal(r->elements, 4);
+    assert_int_equal(r->element[0]->integer, 1);
+    assert_int_equal(r->element[3]->integer, 0);
+    long long t1 = r->element[2]->integer;
+    freeReplyObject(r);
+    const char *pttl[] = {"PTTL", "herald:i:k a1"};
+    r = cmd(c, 2, pttl, NULL);
+    assert_true(r->integer > 59000 && r->integer <= 60000);
+    freeReplyObject(r);
+    /* The repeat: the first one's offset, epoch and time; the offset did not move. */
+    const char *repeat[] = {"FCALL",     "herald_publish", "3", "herald:m:k", "herald:h:k",
+                            "herald:i:k a1", "k", "two", "0", "0", "fedcba9876543210", "60000"};
+    r = cmd(c, 12, repeat, NULL);
+    assert_int_equal(r->element[0]->integer, 1);
+    assert_string_equal(r->element[1]->str, "0123456789abcdef");
+    assert_int_equal(r->element[2]->integer, t1);
+    assert_int_equal(r->element[3]->integer, 1);
+    freeReplyObject(r);
+    const char *hget[] = {"HGET", "herald:m:k", "o"};
+    r = cmd(c, 3, hget, NULL);
+    assert_string_equal(r->str, "1");
+    freeReplyObject(r);
+    /* Window 0: published, nothing remembered. */
+    const char *nowin[] = {"FCALL",     "herald_publish", "3", "herald:m:k", "herald:h:k",
+                           "herald:i:k b2", "k", "three", "0", "0", "0123456789abcdef", "0"};
+    r = cmd(c, 12, nowin, NULL);
+    assert_int_equal(r->element[0]->integer, 2);
+    assert_int_equal(r->element[3]->integer, 0);
+    freeReplyObject(r);
+    const char *exists[] = {"EXISTS", "herald:i:k b2"};
+    r = cmd(c, 2, exists, NULL);
+    assert_int_equal(r->integer, 0);
+    freeReplyObject(r);
+    redisFree(c);
+    assert_int_equal(test_redis_stop(&redis), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -331,6 +387,7 @@ int main(void)
         cmocka_unit_test(test_gw_redis_schema_keys),
         cmocka_unit_test(test_gw_redis_schema_functions),
         cmocka_unit_test(test_gw_redis_schema_fence),
+        cmocka_unit_test(test_gw_redis_schema_idempotency),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

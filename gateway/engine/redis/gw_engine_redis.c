@@ -102,8 +102,8 @@ uint64_t re_epoch_candidate(redis_engine_t *re, uint32_t hash)
 static void re_run_publish(void *arg)
 {
     gw_engine_pub_t *req = arg;
-    re_chan_publish(req->engine, req->data, req->chan_len, req->hash, gw_engine_pub_payload(req),
-                    req->payload_len, &req->reply);
+    gw_engine_msg_t m = gw_engine_pub_msg(req);
+    re_chan_publish(req->engine, &m, req->hash, &req->reply);
     free(req);
 }
 
@@ -260,6 +260,7 @@ static void re_loop_stats(gw_engine_t *e, uint32_t loop_index, gw_engine_stats_t
 #define LOAD(x) atomic_load_explicit(&st->x, memory_order_relaxed)
     out->channels += LOAD(channels);
     out->published += LOAD(published);
+    out->idempotency_duplicates += LOAD(idem_duplicates);
     out->history_channels += LOAD(history_channels);
     out->history_messages += LOAD(history_messages);
     out->history_bytes += LOAD(history_bytes);
@@ -733,6 +734,7 @@ int gw_engine_redis_new(gw_engine_t **out, const gw_engine_host_t *host)
     re->n_shards = (uint32_t)n;
     re->timeout_ms = cfg->redis_timeout_ms;
     re->max_pending = cfg->redis_max_pending;
+    re->idem_window_ms = cfg->idempotency_window_ms;
     /* A connected user is refreshed at least once per idle timeout (its pings are activity);
      * two refresh intervals of slack cover a batch in flight. */
     re->presence_refresh_ms = cfg->presence_refresh_ms;

@@ -567,22 +567,37 @@ static void chan_on_published(gw_redis_link_t *l, redisReply *reply, void *arg)
     pub_cmd_t *cmd = arg;
     redis_engine_t *re = cmd->engine;
     uint64_t epoch = 0;
-    if (reply && reply->type == REDIS_REPLY_ARRAY && reply->elements == 3 &&
+    /* {offset, epoch, time_ms[, duplicate]}: the fourth is 1 when the key's record answered. */
+    if (reply && reply->type == REDIS_REPLY_ARRAY &&
+        (reply->elements == 3 || reply->elements == 4) &&
         reply->element[0]->type == REDIS_REPLY_INTEGER &&
         reply->element[1]->type == REDIS_REPLY_STRING &&
         proto_epoch_parse(reply->element[1]->str, &epoch) == 0) {
         cmd->result.offset = (uint64_t)reply->element[0]->integer;
         cmd->result.epoch = epoch;
+        cmd->result.is_duplicate = reply->elements == 4 &&
+                                   reply->element[3]->type == REDIS_REPLY_INTEGER &&
+                                   reply->element[3]->integer == 1;
+        if (cmd->result.is_duplicate) {
+            re_count(&re->stats.idem_duplicates, 1);
+            pub_answer(cmd);
+            return;
+        }
         re_count(&re->stats.published, 1);
         /* What Redis acknowledged counts as seen too: after a failover, a message whose
          * publish was answered but whose delivery was cut off still fences its channel. */
         re_chan_t *c = re_chan_find(re, cmd->data, cmd->chan_len, cmd->hash);
         if (c && c->epoch == epoch && cmd->result.offset > c->acked_offset)
             c->acked_offset = cmd->result.offset;
+    } else if (!reply) {
+        /* The command was handed to Redis and the link went (down, or no answer within
+         * redis_timeout): the function may have run. The publisher is told so, and retries
+         * with its idempotency key (PROTOCOL.md, Publish). */
+        cmd->result.status = GW_ENGINE_OUTCOME_UNKNOWN;
     } else {
-        /* Dropped (Redis went away: the message may or may not be out) or refused. */
-        cmd->result.status = reply ? -EIO : -ECONNRESET;
-        if (reply && reply->type == REDIS_REPLY_ERROR)
+        /* Refused: an error from the function, which ran as a whole or not at all. */
+        cmd->result.status = -EIO;
+        if (reply->type == REDIS_REPLY_ERROR)
             NL_LOG(NL_WARN, "redis_publish_failed", "err=\"%.*s\"",
                    (int)(reply->len < 200 ? reply->len : 200), reply->str);
     }
@@ -591,12 +606,16 @@ static void chan_on_published(gw_redis_link_t *l, redisReply *reply, void *arg)
 
 /* Redis is out of reach: this node's subscribers get it, outside the sequence. Not for a
  * channel that keeps history: its clients are promised every message or a "cannot recover",
- * and the other nodes' subscribers could neither see nor recover a message sent this way; the
- * publisher is told to retry (BUSY), as during a failover it soon can. */
-static void chan_publish_local(redis_engine_t *re, const char *name, size_t len, uint32_t hash,
-                               const void *payload, size_t plen, pub_cmd_t *cmd)
+ * and the other nodes' subscribers could neither see nor recover a message sent this way; nor
+ * for a publish with an idempotency key, which only Redis can recognise again on every node.
+ * The publisher is told to retry (BUSY: not applied), as during a failover it soon can. */
+static void chan_publish_local(redis_engine_t *re, const gw_engine_msg_t *msg, uint32_t hash,
+                               pub_cmd_t *cmd)
 {
-    if (gw_history_rule_keeps(gw_history_rules_match(&re->rules, name, len))) {
+    const char *name = msg->chan;
+    size_t len = msg->chan_len;
+    if (msg->key_len > 0 ||
+        gw_history_rule_keeps(gw_history_rules_match(&re->rules, name, len))) {
         re_count(&re->stats.unavailable, 1);
         cmd->result.status = -EBUSY;
         pub_answer(cmd);
@@ -605,7 +624,7 @@ static void chan_publish_local(redis_engine_t *re, const char *name, size_t len,
     re_count(&re->stats.local_only, 1);
     re_chan_t *c = re_chan_find(re, name, len, hash);
     if (c && c->state == RE_ACTIVE) {
-        gw_msg_t *m = gw_msg_new(name, len, hash, 0, 0, payload, plen, nl_wall_ms());
+        gw_msg_t *m = gw_msg_new(name, len, hash, 0, 0, msg->payload, msg->len, nl_wall_ms());
         if (m) {
             chan_deliver(re, c, m);
             gw_msg_unref(m);
@@ -614,9 +633,26 @@ static void chan_publish_local(redis_engine_t *re, const char *name, size_t len,
     pub_answer(cmd); /* offset 0: not sequenced */
 }
 
-void re_chan_publish(redis_engine_t *re, const char *name, size_t len, uint32_t hash,
-                     const void *payload, size_t plen, const gw_engine_reply_t *reply)
+/* GW_REDIS_IDEM_PREFIX "C K": the record of channel C's publish with key K (a channel name
+ * has no space, so the first one ends it). Returns its length, or 0 without a key or window. */
+static size_t chan_idem_key(const redis_engine_t *re, const gw_engine_msg_t *m, char *out,
+                            size_t cap)
 {
+    size_t pre = sizeof(GW_REDIS_IDEM_PREFIX) - 1;
+    if (m->key_len == 0 || re->idem_window_ms == 0 || pre + m->chan_len + 1 + m->key_len > cap)
+        return 0;
+    memcpy(out, GW_REDIS_IDEM_PREFIX, pre);
+    memcpy(out + pre, m->chan, m->chan_len);
+    out[pre + m->chan_len] = ' ';
+    memcpy(out + pre + m->chan_len + 1, m->key, m->key_len);
+    return pre + m->chan_len + 1 + m->key_len;
+}
+
+void re_chan_publish(redis_engine_t *re, const gw_engine_msg_t *m, uint32_t hash,
+                     const gw_engine_reply_t *reply)
+{
+    const char *name = m->chan;
+    size_t len = m->chan_len;
     pub_cmd_t *cmd =
         gw_engine_pub_new(re, &(gw_engine_msg_t){.chan = name, .chan_len = len}, hash, reply);
     if (!cmd) {
@@ -629,33 +665,48 @@ void re_chan_publish(redis_engine_t *re, const char *name, size_t len, uint32_t 
     uint32_t shard = gw_hashring_lookup(&re->ring, name, len);
     re_shard_t *sh = &re->shards[shard];
     if (!sh->is_ready) {
-        chan_publish_local(re, name, len, hash, payload, plen, cmd);
+        chan_publish_local(re, m, hash, cmd);
         return;
     }
     char meta[RE_KEY_MAX];
     char hist[RE_KEY_MAX];
+    char idem[sizeof(GW_REDIS_IDEM_PREFIX) + GW_CHANNEL_NAME_MAX_LIMIT + 1 + GW_ENGINE_KEY_MAX];
     char keep[16] = "0";
     char age[24] = "0";
+    char window[24];
     char candidate[17];
     (void)gw_redis_key(meta, sizeof(meta), GW_REDIS_META_PREFIX, name, len);
     (void)gw_redis_key(hist, sizeof(hist), GW_REDIS_HIST_PREFIX, name, len);
+    size_t idem_len = chan_idem_key(re, m, idem, sizeof(idem));
     const gw_history_rule_t *r = gw_history_rules_match(&re->rules, name, len);
     if (gw_history_rule_keeps(r)) {
         snprintf(keep, sizeof(keep), "%u", r->count);
         snprintf(age, sizeof(age), "%" PRIu64, r->age_ms);
     }
+    snprintf(window, sizeof(window), "%" PRIu64, re->idem_window_ms);
     proto_epoch_str(re_epoch_candidate(re, hash), candidate);
-    const char *argv[] = {"FCALL", "herald_publish", "2",  meta, hist,
-                          name,    payload,          keep, age,  candidate};
-    size_t lens[] = {5,           14, 1, strlen(meta), strlen(hist), len, plen, strlen(keep),
-                     strlen(age), 16};
-    int err = gw_redis_link_command(sh->link, chan_on_published, cmd, 10, argv, lens);
+    /* FCALL herald_publish 2 meta hist C payload keep age epoch, or with a key
+     * FCALL herald_publish 3 meta hist idem C payload keep age epoch window. */
+    const char *argv[12] = {"FCALL", "herald_publish", idem_len ? "3" : "2", meta, hist};
+    size_t lens[12] = {5, 14, 1, strlen(meta), strlen(hist)};
+    int argc = 5;
+    if (idem_len) {
+        argv[argc] = idem;
+        lens[argc++] = idem_len;
+    }
+    const char *rest[] = {name, m->payload, keep, age, candidate, window};
+    size_t rest_lens[] = {len, m->len, strlen(keep), strlen(age), 16, strlen(window)};
+    for (size_t i = 0; i < (idem_len ? 6u : 5u); i++) {
+        argv[argc] = rest[i];
+        lens[argc++] = rest_lens[i];
+    }
+    int err = gw_redis_link_command(sh->link, chan_on_published, cmd, argc, argv, lens);
     if (err == -EBUSY) {
         re_count(&re->stats.busy, 1);
         cmd->result.status = -EBUSY;
         pub_answer(cmd);
     } else if (err < 0) {
-        chan_publish_local(re, name, len, hash, payload, plen, cmd);
+        chan_publish_local(re, m, hash, cmd);
     }
 }
 
@@ -756,6 +807,7 @@ void re_chans_tick(redis_engine_t *re)
 
 void re_chans_reconfigure(redis_engine_t *re, const gw_config_t *cfg)
 {
+    re->idem_window_ms = cfg->idempotency_window_ms;
     (void)gw_history_rules_parse(cfg->history_rules, &re->rules, NULL, 0);
     gw_history_store_set_max(&re->store, cfg->history_max_bytes);
     gw_chantab_t *t = &re->chans;

@@ -84,6 +84,7 @@ typedef struct re_stats_s {
     _Atomic uint64_t delivered;        /* messages handed to the loops */
     _Atomic uint64_t lost;             /* offsets that never arrived (gaps, outages) */
     _Atomic uint64_t duplicates;       /* offsets that arrived twice (dropped) */
+    _Atomic uint64_t idem_duplicates;  /* publishes Redis answered from their key's record */
     _Atomic uint64_t unsequenced;      /* plain PUBLISHes delivered (offset 0) */
     _Atomic uint64_t local_only;       /* publishes delivered here only, Redis down */
     _Atomic uint64_t busy;             /* publishes refused: too many commands in flight */
@@ -123,6 +124,7 @@ struct redis_engine_s {
     uint64_t last_tick_ms; /* E */
     uint64_t timeout_ms;
     uint32_t max_pending;
+    uint64_t idem_window_ms; /* E: [limits] idempotency_window (0: keys are not remembered) */
     /* E only. */
     gw_chantab_t chans;
     gw_history_store_t store;
@@ -204,8 +206,10 @@ int re_chans_init(redis_engine_t *re);
 void re_chans_deinit(redis_engine_t *re);
 void re_chan_join(redis_engine_t *re, uint32_t loop, const char *name, size_t len, uint32_t hash);
 void re_chan_leave(redis_engine_t *re, uint32_t loop, const char *name, size_t len, uint32_t hash);
-void re_chan_publish(redis_engine_t *re, const char *name, size_t len, uint32_t hash,
-                     const void *payload, size_t plen, const gw_engine_reply_t *reply);
+/* Publishes m through Redis (the channel's shard): with m->key, inside the function, so that a
+ * retry with the same key within the window is answered from the first one on every node. */
+void re_chan_publish(redis_engine_t *re, const gw_engine_msg_t *m, uint32_t hash,
+                     const gw_engine_reply_t *reply);
 void re_chan_history(redis_engine_t *re, re_hist_req_t *req);
 /* Sends the answer (posting it to its loop after that loop's batch) and frees req. */
 void re_hist_answer(redis_engine_t *re, re_hist_req_t *req);

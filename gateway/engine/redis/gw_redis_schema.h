@@ -19,7 +19,13 @@
  *   FCALL herald_publish 2 herald:m:C herald:h:C C <payload> [keep [age_ms [epoch]]]
  *       gives the message C's next offset (creating C's epoch if it has none), keeps it in
  *       the stream when keep > 0 (MAXLEN ~ keep; the stream expires age_ms after its last
- *       message), publishes the envelope on herald:C and returns {offset, epoch, time_ms}.
+ *       message), publishes the envelope on herald:C and returns {offset, epoch, time_ms, 0}.
+ *   FCALL herald_publish 3 herald:m:C herald:h:C "herald:i:C K" C <payload> keep age_ms epoch
+ *         window_ms
+ *       the same for a publish with idempotency key K: when "herald:i:C K" exists (a publish
+ *       with that key was applied less than window_ms ago) nothing is published and the
+ *       answer is {offset, epoch, time_ms, 1} of that publish; else the publish leaves the
+ *       record "<offset> <epoch> <time_ms>" there, expiring after window_ms.
  *   FCALL herald_join 1 herald:m:C [epoch]  (or 2 herald:m:C herald:h:C [epoch])
  *       returns {latest offset, epoch}, creating the epoch if C has none (and then dropping
  *       a stream left from an epoch that expired, when its key is given).
@@ -56,6 +62,7 @@
 #define GW_REDIS_PREFIX "herald:"
 #define GW_REDIS_META_PREFIX "herald:m:"
 #define GW_REDIS_HIST_PREFIX "herald:h:"
+#define GW_REDIS_IDEM_PREFIX "herald:i:"
 #define GW_REDIS_META_TTL_MS 86400000 /* no suffix: it is pasted into Lua too */
 /* Presence and online status (gw_engine_redis_presence.c has what each holds). */
 #define GW_REDIS_NODES "herald:nodes"
