@@ -154,6 +154,14 @@ test('SIGHUP shortening connect_timeout: handshakes accepted afterwards run unde
     try {
         const before = [await silent(d.port), await silent(d.wsPort)];
         const beforeClosed = before.map(closed);
+        // Accepted by herald before the reload (the kernel completes a connect before herald's
+        // accept; on a busy machine that accept could come after the reload, under its deadline).
+        const accepted = async () => {
+            const m = await d.metrics();
+            return ['tcp', 'ws'].every((l) => sample(m, 'herald_transport_handshaking', { listener: l }) === 1);
+        };
+        for (const until = Date.now() + 10000; !(await accepted()); )
+            assert.ok(Date.now() < until, 'herald never accepted the two silent connections');
         writeFileSync(conf, '[limits]\nconnect_timeout = 500ms\n');
         const from = d.log().length;
         d.signal('SIGHUP');
