@@ -481,27 +481,18 @@ static void test_gw_redis_engine_kill_and_restart(void **state)
     assert_int_equal(test_redis_restart(&fx->redis[0]), 0);
     await_readyz(a, 200);
     await_readyz(b, 200);
-    /* The resubscription may land a moment after the node is ready: publish until a's
-     * subscriber hears, each publish a new offset in the channel's new epoch. */
+    /* The node is ready (its command link) before its pub/sub connection has subscribed
+     * again; its own publish waits for that, so its subscriber gets offset 1 of the new
+     * epoch (sent at once, it went out while the node heard nothing: the first Push of the
+     * new epoch was offset 2). */
+    GW_OK(test_client_publish(&pub_a, "k", "after", 5, &off, GW_WAIT_MS), &pub_a);
+    assert_int_equal(off, 1);
     Herald__Frame *f = NULL;
-    int64_t deadline = test_now_ms() + 20000;
-    for (;;) {
-        GW_OK(test_client_publish(&pub_b, "k", "after", 5, &off, GW_WAIT_MS), &pub_b);
-        GW_OK(test_client_ping(&sub, GW_WAIT_MS), &sub);
-        if (sub.n_kept > 0)
-            break;
-        if (test_ms_left(deadline) == 0)
-            fail_msg("a's subscriber never heard from b after Redis came back");
-    }
-    assert_int_equal(test_client_recv(&sub, &f, GW_WAIT_MS), 1);
-    assert_int_equal(f->body_case, HERALD__FRAME__BODY_PUSH);
-    assert_true(f->push->offset >= 1 && f->push->offset <= off);
+    GW_OK(test_client_expect_push(&sub, "k", 1, &f, GW_WAIT_MS), &sub);
     assert_string_not_equal(f->push->epoch, epoch1); /* the offsets started over */
-    uint64_t next = f->push->offset + 1;
     proto_frame_free(f);
-    for (; next <= off; next++)
-        GW_OK(test_client_expect_push(&sub, "k", next, NULL, GW_WAIT_MS), &sub);
     GW_OK(test_client_publish(&pub_b, "k", "on", 2, &off, GW_WAIT_MS), &pub_b);
+    assert_int_equal(off, 2);
     expect_push(&sub, "k", off, "on");
     expect_nothing_more(&sub);
     assert_true(gw_metric(a, "herald_redis_reconnects_total", NULL) >= 1);

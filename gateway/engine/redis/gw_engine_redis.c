@@ -102,9 +102,7 @@ uint64_t re_epoch_candidate(redis_engine_t *re, uint32_t hash)
 static void re_run_publish(void *arg)
 {
     gw_engine_pub_t *req = arg;
-    gw_engine_msg_t m = gw_engine_pub_msg(req);
-    re_chan_publish(req->engine, &m, req->hash, &req->reply);
-    free(req);
+    re_chan_publish(req->engine, req);
 }
 
 static int re_publish(gw_engine_t *e, const gw_engine_msg_t *msg, const gw_engine_reply_t *reply)
@@ -519,6 +517,7 @@ static void re_on_tick(nl_timer_t *t, void *arg)
         gw_redis_link_get_stats(sh->link, &ls);
         atomic_store_explicit(&sh->pending, gw_redis_link_pending(sh->link), memory_order_relaxed);
         atomic_store_explicit(&sh->refused, ls.refused_busy, memory_order_relaxed);
+        re_publish_release(re, i); /* those that waited redis_timeout */
         if (sh->is_ready)
             continue;
         atomic_fetch_add_explicit(&sh->no_master_ms, elapsed_ms, memory_order_relaxed);
@@ -610,6 +609,7 @@ static void re_on_stop(nl_loop_t *loop, void *arg)
     gw_redis_sentinel_free(re->sentinel);
     re->sentinel = NULL;
     re_chans_deinit_joins(re);
+    re_publish_deinit(re);
     re_chans_deinit(re);
     re_presence_deinit(re);
     for (uint32_t i = 0; i < re->n_shards; i++) {

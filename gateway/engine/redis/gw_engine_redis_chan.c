@@ -23,16 +23,16 @@
  * pub/sub) that is counted; a new epoch means Redis lost the channel's state (a restart
  * without persistence, a fence) and starts the channel's history over. A plain PUBLISH from a
  * backend goes out as it is, with offset 0. After a reconnect the sub subscribes again; an
- * ACTIVE channel asks nothing (the fence settled its epoch when the server came back), and
- * what went by unseen shows as a gap at its next message. So pub/sub never delivers an
+ * ACTIVE channel asks nothing (the fence settled its epoch when the server came back), this
+ * node's own publishes to it wait for the confirmation (gw_engine_redis_publish.c), and what
+ * other nodes published meanwhile shows as a gap at its next message. So pub/sub never delivers an
  * offset at or below the last one handed out: such a message means Redis gave the offset out
  * again, and it is dropped and forces a fence (gw_engine_redis_fence.c).
  *
  * History. Channels that keep history keep their latest messages here too (gw_history, fed by
  * what arrives), so a recovery on the node where the client was is answered from memory;
  * gw_engine_redis_recover.c answers recoveries, this file queues them until the channel is
- * ACTIVE. A history channel's publish while its server is down is refused (BUSY) rather than
- * delivered here outside the sequence, where no other node's client could see or recover it.
+ * ACTIVE. Publishing is gw_engine_redis_publish.c.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -201,9 +201,7 @@ static re_pending_t *chan_pending(re_chan_t *c)
 
 /* --- delivery ------------------------------------------------------------------------------- */
 
-/* Hands m to c's loops, after the checks in the header comment. Takes no reference from the
- * caller's. Returns false when m was dropped as a duplicate (at or below the last offset). */
-static bool chan_deliver(redis_engine_t *re, re_chan_t *c, gw_msg_t *m)
+bool re_chan_deliver(redis_engine_t *re, re_chan_t *c, gw_msg_t *m)
 {
     if (m->offset != 0) {
         if (m->epoch == c->epoch) {
@@ -271,7 +269,7 @@ void re_chan_on_message(gw_redis_sub_t *s, const char *pubsub, size_t pubsub_len
     if (c->state == RE_ACTIVE) {
         /* Live, a message at or below the last offset is no duplicate of pub/sub (which
          * delivers once): Redis has given an offset out again. */
-        if (!chan_deliver(re, c, m))
+        if (!re_chan_deliver(re, c, m))
             re_chan_fence(re, c, true);
         gw_msg_unref(m);
         return;
@@ -315,7 +313,7 @@ static void chan_became_active(redis_engine_t *re, re_chan_t *c)
     if (!p)
         return;
     for (uint32_t i = 0; i < p->n_msgs; i++) {
-        chan_deliver(re, c, p->msgs[i]);
+        re_chan_deliver(re, c, p->msgs[i]);
         gw_msg_unref(p->msgs[i]);
     }
     p->n_msgs = 0;
@@ -441,10 +439,14 @@ void re_chan_on_sub_state(gw_redis_sub_t *s, int err, void *arg)
     re_shard_t *sh = arg;
     if (err == 0)
         return;
-    /* Down: the channels still joining must see a confirmation again before they ask. */
-    for (re_chan_t *c = sh->re->wait_head; c; c = c->wait_next)
-        if (c->shard == sh->index)
+    /* Down: every channel of the server must see a confirmation again, those still joining
+     * before they ask, the active ones before this node's publishes to them go out. */
+    gw_chantab_t *t = &sh->re->chans;
+    for (uint32_t i = 0; t->slots && i <= t->mask; i++) {
+        re_chan_t *c = re_chan_of(gw_chantab_slot(t, i));
+        if (c && c->shard == sh->index)
             c->is_subscribed = false;
+    }
 }
 
 void re_chans_rejoin(redis_engine_t *re, uint32_t shard)
@@ -499,6 +501,7 @@ void re_chan_on_subscribed(gw_redis_sub_t *s, const char *pubsub, size_t pubsub_
     if (!c)
         return;
     c->is_subscribed = true;
+    re_publish_release(re, sh->index);
     /* A listener channel carries events only: no offsets to ask for. */
     if (gw_presence_is_listener(name, len)) {
         if (c->state != RE_ACTIVE)
@@ -539,175 +542,6 @@ void re_chan_leave(redis_engine_t *re, uint32_t loop, const char *name, size_t l
     c->joining_mask &= ~(UINT64_C(1) << loop);
     if (c->loop_mask == 0)
         chan_free(re, c);
-}
-
-/* --- publishing ----------------------------------------------------------------------------- */
-
-/* A publish on its way through Redis: its answer (a gw_engine_pub_t with the channel's name but
- * without the payload, which Redis has now); cmd->engine is the redis_engine_t. */
-typedef gw_engine_pub_t pub_cmd_t;
-
-/* Answers where the publisher asked: on its loop (posted), or here (the HTTP thread's answer
- * is safe from any thread). */
-static void pub_answer(pub_cmd_t *cmd)
-{
-    if (!cmd->reply.loop) {
-        gw_engine_pub_reply_run(cmd);
-        return;
-    }
-    if (nl_loop_post(cmd->reply.loop, gw_engine_pub_reply_run, cmd) < 0) {
-        NL_LOG(NL_ERROR, "publish_reply_lost", "err=%s", nl_strerror(-ENOMEM));
-        free(cmd);
-    }
-}
-
-static void chan_on_published(gw_redis_link_t *l, redisReply *reply, void *arg)
-{
-    NL_UNUSED(l);
-    pub_cmd_t *cmd = arg;
-    redis_engine_t *re = cmd->engine;
-    uint64_t epoch = 0;
-    /* {offset, epoch, time_ms[, duplicate]}: the fourth is 1 when the key's record answered. */
-    if (reply && reply->type == REDIS_REPLY_ARRAY &&
-        (reply->elements == 3 || reply->elements == 4) &&
-        reply->element[0]->type == REDIS_REPLY_INTEGER &&
-        reply->element[1]->type == REDIS_REPLY_STRING &&
-        proto_epoch_parse(reply->element[1]->str, &epoch) == 0) {
-        cmd->result.offset = (uint64_t)reply->element[0]->integer;
-        cmd->result.epoch = epoch;
-        cmd->result.is_duplicate = reply->elements == 4 &&
-                                   reply->element[3]->type == REDIS_REPLY_INTEGER &&
-                                   reply->element[3]->integer == 1;
-        if (cmd->result.is_duplicate) {
-            re_count(&re->stats.idem_duplicates, 1);
-            pub_answer(cmd);
-            return;
-        }
-        re_count(&re->stats.published, 1);
-        /* What Redis acknowledged counts as seen too: after a failover, a message whose
-         * publish was answered but whose delivery was cut off still fences its channel. */
-        re_chan_t *c = re_chan_find(re, cmd->data, cmd->chan_len, cmd->hash);
-        if (c && c->epoch == epoch && cmd->result.offset > c->acked_offset)
-            c->acked_offset = cmd->result.offset;
-    } else if (!reply) {
-        /* The command was handed to Redis and the link went (down, or no answer within
-         * redis_timeout): the function may have run. The publisher is told so, and retries
-         * with its idempotency key (PROTOCOL.md, Publish). */
-        cmd->result.status = GW_ENGINE_OUTCOME_UNKNOWN;
-    } else {
-        /* Refused: an error from the function, which ran as a whole or not at all. */
-        cmd->result.status = -EIO;
-        if (reply->type == REDIS_REPLY_ERROR)
-            NL_LOG(NL_WARN, "redis_publish_failed", "err=\"%.*s\"",
-                   (int)(reply->len < 200 ? reply->len : 200), reply->str);
-    }
-    pub_answer(cmd);
-}
-
-/* Redis is out of reach: this node's subscribers get it, outside the sequence. Not for a
- * channel that keeps history: its clients are promised every message or a "cannot recover",
- * and the other nodes' subscribers could neither see nor recover a message sent this way; nor
- * for a publish with an idempotency key, which only Redis can recognise again on every node.
- * The publisher is told to retry (BUSY: not applied), as during a failover it soon can. */
-static void chan_publish_local(redis_engine_t *re, const gw_engine_msg_t *msg, uint32_t hash,
-                               pub_cmd_t *cmd)
-{
-    const char *name = msg->chan;
-    size_t len = msg->chan_len;
-    if (msg->key_len > 0 ||
-        gw_history_rule_keeps(gw_history_rules_match(&re->rules, name, len))) {
-        re_count(&re->stats.unavailable, 1);
-        cmd->result.status = -EBUSY;
-        pub_answer(cmd);
-        return;
-    }
-    re_count(&re->stats.local_only, 1);
-    re_chan_t *c = re_chan_find(re, name, len, hash);
-    if (c && c->state == RE_ACTIVE) {
-        gw_msg_t *m = gw_msg_new(name, len, hash, 0, 0, msg->payload, msg->len, nl_wall_ms());
-        if (m) {
-            chan_deliver(re, c, m);
-            gw_msg_unref(m);
-        }
-    }
-    pub_answer(cmd); /* offset 0: not sequenced */
-}
-
-/* GW_REDIS_IDEM_PREFIX "C K": the record of channel C's publish with key K (a channel name
- * has no space, so the first one ends it). Returns its length, or 0 without a key or window. */
-static size_t chan_idem_key(const redis_engine_t *re, const gw_engine_msg_t *m, char *out,
-                            size_t cap)
-{
-    size_t pre = sizeof(GW_REDIS_IDEM_PREFIX) - 1;
-    if (m->key_len == 0 || re->idem_window_ms == 0 || pre + m->chan_len + 1 + m->key_len > cap)
-        return 0;
-    memcpy(out, GW_REDIS_IDEM_PREFIX, pre);
-    memcpy(out + pre, m->chan, m->chan_len);
-    out[pre + m->chan_len] = ' ';
-    memcpy(out + pre + m->chan_len + 1, m->key, m->key_len);
-    return pre + m->chan_len + 1 + m->key_len;
-}
-
-void re_chan_publish(redis_engine_t *re, const gw_engine_msg_t *m, uint32_t hash,
-                     const gw_engine_reply_t *reply)
-{
-    const char *name = m->chan;
-    size_t len = m->chan_len;
-    pub_cmd_t *cmd =
-        gw_engine_pub_new(re, &(gw_engine_msg_t){.chan = name, .chan_len = len}, hash, reply);
-    if (!cmd) {
-        gw_engine_result_t res = {.status = -ENOMEM};
-        if (!reply->loop)
-            reply->cb(reply, &res); /* else the publisher's loop never hears: logged */
-        NL_LOG(NL_ERROR, "publish_failed", "err=%s", nl_strerror(-ENOMEM));
-        return;
-    }
-    uint32_t shard = gw_hashring_lookup(&re->ring, name, len);
-    re_shard_t *sh = &re->shards[shard];
-    if (!sh->is_ready) {
-        chan_publish_local(re, m, hash, cmd);
-        return;
-    }
-    char meta[RE_KEY_MAX];
-    char hist[RE_KEY_MAX];
-    char idem[sizeof(GW_REDIS_IDEM_PREFIX) + GW_CHANNEL_NAME_MAX_LIMIT + 1 + GW_ENGINE_KEY_MAX];
-    char keep[16] = "0";
-    char age[24] = "0";
-    char window[24];
-    char candidate[17];
-    (void)gw_redis_key(meta, sizeof(meta), GW_REDIS_META_PREFIX, name, len);
-    (void)gw_redis_key(hist, sizeof(hist), GW_REDIS_HIST_PREFIX, name, len);
-    size_t idem_len = chan_idem_key(re, m, idem, sizeof(idem));
-    const gw_history_rule_t *r = gw_history_rules_match(&re->rules, name, len);
-    if (gw_history_rule_keeps(r)) {
-        snprintf(keep, sizeof(keep), "%u", r->count);
-        snprintf(age, sizeof(age), "%" PRIu64, r->age_ms);
-    }
-    snprintf(window, sizeof(window), "%" PRIu64, re->idem_window_ms);
-    proto_epoch_str(re_epoch_candidate(re, hash), candidate);
-    /* FCALL herald_publish 2 meta hist C payload keep age epoch, or with a key
-     * FCALL herald_publish 3 meta hist idem C payload keep age epoch window. */
-    const char *argv[12] = {"FCALL", "herald_publish", idem_len ? "3" : "2", meta, hist};
-    size_t lens[12] = {5, 14, 1, strlen(meta), strlen(hist)};
-    int argc = 5;
-    if (idem_len) {
-        argv[argc] = idem;
-        lens[argc++] = idem_len;
-    }
-    const char *rest[] = {name, m->payload, keep, age, candidate, window};
-    size_t rest_lens[] = {len, m->len, strlen(keep), strlen(age), 16, strlen(window)};
-    for (size_t i = 0; i < (idem_len ? 6u : 5u); i++) {
-        argv[argc] = rest[i];
-        lens[argc++] = rest_lens[i];
-    }
-    int err = gw_redis_link_command(sh->link, chan_on_published, cmd, argc, argv, lens);
-    if (err == -EBUSY) {
-        re_count(&re->stats.busy, 1);
-        cmd->result.status = -EBUSY;
-        pub_answer(cmd);
-    } else if (err < 0) {
-        chan_publish_local(re, m, hash, cmd);
-    }
 }
 
 /* --- recovery requests (gw_engine_redis_recover.c answers them) ------------------------------ */

@@ -41,6 +41,7 @@ typedef struct re_shard_s {
     _Atomic uint64_t refused;     /* commands refused at max_pending, mirrored likewise */
     struct rp_writes_s *writes;   /* E only: presence writes held back (presence.c) */
     struct re_joins_s *joins;     /* E only: channels waiting to send herald_join (chan.c) */
+    struct re_held_s *held;       /* E only: publishes waiting for a resubscription (publish.c) */
     _Atomic uint64_t reconnects;
     _Atomic uint64_t failovers;    /* the master's address changed (Sentinel) */
     _Atomic uint64_t no_master_ms; /* time without a ready server, summed */
@@ -71,8 +72,8 @@ typedef struct re_chan_s {
     uint32_t shard;
     uint8_t state;      /* re_state_t */
     bool is_fencing;    /* a herald_fence about it is on its way */
-    bool is_subscribed; /* Redis confirmed its SUBSCRIBE (while not ACTIVE: cleared when the
-                         * pub/sub connection goes down) */
+    bool is_subscribed; /* Redis confirmed its SUBSCRIBE on the current pub/sub connection
+                         * (cleared when that connection goes down) */
     bool is_waiting;    /* on the wait list */
     gw_chankey_t key;   /* the herald channel name follows */
     char name[];
@@ -206,10 +207,23 @@ int re_chans_init(redis_engine_t *re);
 void re_chans_deinit(redis_engine_t *re);
 void re_chan_join(redis_engine_t *re, uint32_t loop, const char *name, size_t len, uint32_t hash);
 void re_chan_leave(redis_engine_t *re, uint32_t loop, const char *name, size_t len, uint32_t hash);
-/* Publishes m through Redis (the channel's shard): with m->key, inside the function, so that a
- * retry with the same key within the window is answered from the first one on every node. */
-void re_chan_publish(redis_engine_t *re, const gw_engine_msg_t *m, uint32_t hash,
-                     const gw_engine_reply_t *reply);
+/* Hands m to c's loops after the checks in gw_engine_redis_chan.c's header comment. Takes no
+ * reference from the caller's. Returns false when m was dropped as a duplicate. */
+bool re_chan_deliver(redis_engine_t *re, re_chan_t *c, gw_msg_t *m);
+
+/* --- gw_engine_redis_publish.c ------------------------------------------------------------- */
+
+/* Publishes req through Redis (the channel's server) and answers it; takes it. With a key,
+ * inside the function, so that a retry within the window is answered from the first one on
+ * every node. Held while the channel's SUBSCRIBE is not confirmed (the file's comment). */
+void re_chan_publish(redis_engine_t *re, gw_engine_pub_t *req);
+
+/* Sends shard's held publishes whose channels are subscribed again, or that waited
+ * redis_timeout, in order. */
+void re_publish_release(redis_engine_t *re, uint32_t shard);
+
+/* Answers every held publish -ESHUTDOWN (E, as it stops). */
+void re_publish_deinit(redis_engine_t *re);
 void re_chan_history(redis_engine_t *re, re_hist_req_t *req);
 /* Sends the answer (posting it to its loop after that loop's batch) and frees req. */
 void re_hist_answer(redis_engine_t *re, re_hist_req_t *req);
@@ -261,7 +275,7 @@ void re_chans_fence(redis_engine_t *re, uint32_t shard);
 void re_chan_fence(redis_engine_t *re, re_chan_t *c, bool is_forced);
 /* Answers req from c (ACTIVE): memory, else the stream. */
 void re_recover(redis_engine_t *re, re_chan_t *c, re_hist_req_t *req);
-/* The sub's state callback: down clears is_subscribed of the shard's joining channels. */
+/* The sub's state callback: down clears is_subscribed of the shard's channels. */
 void re_chan_on_sub_state(gw_redis_sub_t *s, int err, void *arg);
 /* The shard is ready again: channels whose SUBSCRIBE was confirmed but whose herald_join was
  * lost with the link ask again. */
