@@ -29,9 +29,11 @@ foreach(b bench_gw_idle bench_gw_fanout bench_gw_recovery bench_gw_transport)
             target_sources(${b} PRIVATE ${PROJECT_SOURCE_DIR}/loadgen/lg_wire.c
                            ${PROJECT_SOURCE_DIR}/loadgen/lg_tls.c
                            ${PROJECT_SOURCE_DIR}/loadgen/lg_ws.c
+                           ${PROJECT_SOURCE_DIR}/loadgen/lg_ws_upgrade.c
                            ${PROJECT_SOURCE_DIR}/loadgen/lg_transport.c)
             target_include_directories(${b} PRIVATE ${PROJECT_SOURCE_DIR}/loadgen)
-            target_link_libraries(${b} PRIVATE OpenSSL::SSL OpenSSL::Crypto)
+            target_link_libraries(${b} PRIVATE OpenSSL::SSL OpenSSL::Crypto ext_wslay
+                                  ext_http_parser)
             target_compile_definitions(${b} PRIVATE HERALD_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
         endif()
         target_compile_definitions(${b} PRIVATE HERALD_BIN="$<TARGET_FILE:herald>")

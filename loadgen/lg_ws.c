@@ -1,30 +1,56 @@
 /*
- * lg_ws: WebSocket client frames, handshake and transport (see lg_ws.h).
+ * lg_ws: WebSocket client frames and transport (see lg_ws.h; the handshake's request and
+ * checks: lg_ws_upgrade.c).
+ *
+ * Libraries. The server's frames are read by libwslay's frame parser (wslay_frame_recv, its
+ * recv callback handing over bytes the transport read), as herald's gw_ws.c reads the
+ * client's; the 101 answer by libhttp-parser (lg_ws_upgrade.c).
+ *
+ * Client frames are built here (lg_ws_frame_header, lg_ws_mask), not by wslay_frame_send,
+ * which cannot keep what this output needs:
+ *   - A write is one batch of up to WS_WRITE_FRAMES frames built in a scratch area and written
+ *     with one send (one SSL_write on wss); when the socket or TLS takes part of it, the state
+ *     goes back to the frame and payload offset where it stopped (ws_out_settle_short), and
+ *     TLS's retry must get the same bytes again. wslay_frame_send keeps that state (header
+ *     written or not, payload offset, mask key) in its opaque context and moves it on as its
+ *     send callback takes bytes; nothing sets it back, so a retry could be rebuilt only by a
+ *     new context per frame (malloc of over 4 KiB each) replayed from the frame's start.
+ *   - It masks byte by byte into a 4 KiB stack buffer and hands each piece to the send
+ *     callback, so batching costs a second copy of every payload byte (that buffer, then the
+ *     scratch area) where this code copies the payload once into the scratch area and masks it
+ *     there 8 bytes at a time; a callback writing to the socket instead costs a send (on wss
+ *     a TLS record) per header and per 4 KiB.
+ * Its genmask callback would have served (the key comes from the seed and the frame number,
+ * lg_ws_mask_key); the rest would not. gw_ws.c builds its server frames itself too.
  *
  * Memory per connection: this struct (about 200 bytes) and, only while they hold bytes, the
- * buffer of a frame that arrived in part and that of a fragmented message. Reads land in a
- * per-thread scratch area, writes are built in another: an idle client holds no buffer.
+ * parser context of a frame that arrived in part and the buffer of a fragmented message.
+ * libwslay's context carries a 4 KiB read-ahead buffer, too much for each of 100,000 idle
+ * clients, so each thread parses with one context of its own and a connection takes it away
+ * only while it stops inside a frame, as gw_ws.c does. Reads land in a per-thread scratch
+ * area, writes are built in another: an idle client holds no buffer.
  */
 #include "lg_ws.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/socket.h>
 
 #include <openssl/evp.h>
 #include <openssl/rand.h>
+#include <wslay/wslay.h>
 
 #include "lg_tls.h"
 #include "lg_transport.h"
+#include "lg_ws_upgrade.h"
 #include "netlib/nl_buf.h"
 #include "netlib/nl_common.h"
 #include "proto_frame.h"
 
-#define WS_GUID "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 /* The upgrade request, then the answer's header, live in one buffer this big. */
 #define WS_HANDSHAKE_MAX 4096
 /* A message larger than herald's frame limit could ever allow is a broken stream. */
@@ -37,40 +63,6 @@
 #define WS_CONTROL_MAX (LG_WS_HEADER_MAX + 125)
 
 /* --- pure functions -------------------------------------------------------------------------- */
-
-int lg_ws_frame_parse(const uint8_t *p, size_t n, lg_ws_frame_t *f)
-{
-    if (n < 2)
-        return 0;
-    f->fin = (p[0] & 0x80) != 0;
-    f->rsv = (uint8_t)((p[0] >> 4) & 0x7);
-    f->opcode = p[0] & 0x0f;
-    f->is_masked = (p[1] & 0x80) != 0;
-    uint64_t len = p[1] & 0x7f;
-    size_t hdr = 2;
-    if (len == 126) {
-        if (n < 4)
-            return 0;
-        len = (uint64_t)p[2] << 8 | p[3];
-        hdr = 4;
-    } else if (len == 127) {
-        if (n < 10)
-            return 0;
-        len = 0;
-        for (int i = 0; i < 8; i++)
-            len = len << 8 | p[2 + i];
-        if (len >> 63)
-            return -EPROTO; /* RFC 6455 5.2: the most significant bit must be 0 */
-        hdr = 10;
-    }
-    if (f->is_masked)
-        hdr += 4;
-    if (n < hdr)
-        return 0;
-    f->hdr_len = hdr;
-    f->len = len;
-    return 1;
-}
 
 size_t lg_ws_frame_header(uint8_t out[LG_WS_HEADER_MAX], uint8_t opcode, uint64_t len,
                           const uint8_t *mask)
@@ -118,134 +110,14 @@ void lg_ws_mask(uint8_t *p, size_t n, const uint8_t key[4], unsigned offset)
         p[i] ^= k8[i & 7];
 }
 
-void lg_ws_accept(const char *key, char out[LG_WS_ACCEPT_LEN + 1])
+/* splitmix64 of the seed and n. */
+void lg_ws_mask_key(uint64_t seed, uint64_t n, uint8_t key[4])
 {
-    char in[LG_WS_KEY_LEN + sizeof(WS_GUID)];
-    size_t klen = strlen(key);
-    if (klen > LG_WS_KEY_LEN)
-        klen = LG_WS_KEY_LEN;
-    memcpy(in, key, klen);
-    memcpy(in + klen, WS_GUID, sizeof(WS_GUID) - 1);
-    unsigned char sha[EVP_MAX_MD_SIZE];
-    unsigned int sha_len = 0;
-    if (EVP_Digest(in, klen + sizeof(WS_GUID) - 1, sha, &sha_len, EVP_sha1(), NULL) != 1 ||
-        sha_len != 20) {
-        out[0] = '\0'; /* matches no answer: the handshake fails as WS_BAD_ACCEPT */
-        return;
-    }
-    EVP_EncodeBlock((unsigned char *)out, sha, 20);
-}
-
-size_t lg_ws_request(char *buf, size_t cap, const char *host, const char *key)
-{
-    int n = snprintf(buf, cap,
-                     "GET " LG_WS_PATH " HTTP/1.1\r\n"
-                     "Host: %s\r\n"
-                     "Upgrade: websocket\r\n"
-                     "Connection: Upgrade\r\n"
-                     "Sec-WebSocket-Key: %s\r\n"
-                     "Sec-WebSocket-Version: 13\r\n"
-                     "Sec-WebSocket-Protocol: " LG_WS_SUBPROTOCOL "\r\n"
-                     "User-Agent: herald-loadgen\r\n"
-                     "\r\n",
-                     host, key);
-    return n > 0 && (size_t)n < cap ? (size_t)n : 0;
-}
-
-/* Whether the comma-separated list [v, v + n) holds token (case-insensitive). */
-static bool list_has(const char *v, size_t n, const char *token)
-{
-    size_t tlen = strlen(token);
-    size_t i = 0;
-    while (i < n) {
-        while (i < n && (v[i] == ' ' || v[i] == '\t' || v[i] == ','))
-            i++;
-        size_t start = i;
-        while (i < n && v[i] != ',')
-            i++;
-        size_t end = i;
-        while (end > start && (v[end - 1] == ' ' || v[end - 1] == '\t'))
-            end--;
-        if (end - start == tlen && strncasecmp(v + start, token, tlen) == 0)
-            return true;
-    }
-    return false;
-}
-
-/* What the answer's header said about the handshake. */
-typedef struct answer_s {
-    bool is_upgrade;
-    bool is_connection;
-    bool is_accept;
-    bool is_protocol;
-    bool has_extension;
-} answer_t;
-
-static void answer_header(answer_t *a, const char *name, size_t name_len, const char *v,
-                          size_t vlen, const char *accept)
-{
-#define IS(s) (name_len == sizeof(s) - 1 && strncasecmp(name, s, name_len) == 0)
-    if (IS("upgrade"))
-        a->is_upgrade = vlen == 9 && strncasecmp(v, "websocket", 9) == 0;
-    else if (IS("connection"))
-        a->is_connection = list_has(v, vlen, "upgrade");
-    else if (IS("sec-websocket-accept"))
-        a->is_accept = vlen == LG_WS_ACCEPT_LEN && memcmp(v, accept, vlen) == 0;
-    else if (IS("sec-websocket-protocol"))
-        a->is_protocol =
-            vlen == sizeof(LG_WS_SUBPROTOCOL) - 1 && memcmp(v, LG_WS_SUBPROTOCOL, vlen) == 0;
-    else if (IS("sec-websocket-extensions"))
-        a->has_extension = true;
-#undef IS
-}
-
-int lg_ws_check_response(const char *p, size_t n, const char *key, size_t *hdr_len,
-                         const char **reason)
-{
-    const char *end = memmem(p, n, "\r\n\r\n", 4);
-    if (!end)
-        return 0;
-    *hdr_len = (size_t)(end - p) + 4;
-    const char *eol = memmem(p, n, "\r\n", 2);
-    /* "HTTP/1.1 101 Switching Protocols": the code is the second field. */
-    if ((size_t)(eol - p) < 12 || strncmp(p, "HTTP/1.", 7) != 0 || p[8] != ' ') {
-        *reason = "WS_BAD_RESPONSE";
-        return -EPROTO;
-    }
-    if (strncmp(p + 9, "101", 3) != 0 || (eol - p > 12 && p[12] != ' ')) {
-        *reason = "WS_UPGRADE_REFUSED";
-        return -EPROTO;
-    }
-    char accept[LG_WS_ACCEPT_LEN + 1];
-    lg_ws_accept(key, accept);
-    answer_t a = {0};
-    for (const char *line = eol + 2; line < end;) {
-        const char *next = memmem(line, (size_t)(end + 2 - line), "\r\n", 2);
-        const char *colon = memchr(line, ':', (size_t)(next - line));
-        if (!colon) {
-            *reason = "WS_BAD_RESPONSE";
-            return -EPROTO;
-        }
-        const char *v = colon + 1;
-        const char *vend = next;
-        while (v < vend && (*v == ' ' || *v == '\t'))
-            v++;
-        while (vend > v && (vend[-1] == ' ' || vend[-1] == '\t'))
-            vend--;
-        answer_header(&a, line, (size_t)(colon - line), v, (size_t)(vend - v), accept);
-        line = next + 2;
-    }
-    if (!a.is_upgrade || !a.is_connection)
-        *reason = "WS_BAD_UPGRADE";
-    else if (!a.is_accept)
-        *reason = "WS_BAD_ACCEPT";
-    else if (!a.is_protocol)
-        *reason = "WS_BAD_SUBPROTOCOL";
-    else if (a.has_extension)
-        *reason = "WS_BAD_EXTENSION";
-    else
-        return 1;
-    return -EPROTO;
+    uint64_t z = seed + (n + 1) * 0x9e3779b97f4a7c15ull;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    z ^= z >> 31;
+    memcpy(key, &z, 4);
 }
 
 /* --- a connection ---------------------------------------------------------------------------- */
@@ -267,8 +139,18 @@ typedef struct ws_state_s {
     char *hs; /* the request being written, then the answer being read */
     uint32_t hs_len;
     uint32_t hs_off;
-    nl_buf_t raw; /* server bytes after the last whole frame */
+    nl_buf_t raw; /* server bytes that came with the answer, not parsed yet */
     nl_buf_t msg; /* a fragmented message so far */
+
+    /* Input. ctx: libwslay's parser while this connection stops inside a frame (else the
+     * thread's is used). fed: bytes handed to a parser that no finished frame accounts for;
+     * frame_off: payload bytes of the current frame seen so far; ctl_in: a control frame's
+     * payload while it comes in pieces. */
+    wslay_frame_context_ptr ctx;
+    uint64_t fed;
+    uint64_t frame_off;
+    uint8_t *ctl_in;
+    uint8_t ctl_in_len;
 
     /* Output. out_left payload bytes of the current frame are still to come from netlib's
      * stream, masked with mask from byte mask_off on. own holds what of a frame header the
@@ -286,16 +168,6 @@ typedef struct ws_state_s {
 
 static _Thread_local uint8_t ws_in_scratch[WS_SCRATCH];
 static _Thread_local uint8_t ws_out_scratch[WS_SCRATCH];
-
-/* Frame n's mask key: splitmix64 of the seed and n. Drawn again on a retry, the same. */
-static void ws_mask_key(const ws_state_t *ws, uint64_t n, uint8_t key[4])
-{
-    uint64_t z = ws->mask_seed + (n + 1) * 0x9e3779b97f4a7c15ull;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    z ^= z >> 31;
-    memcpy(key, &z, 4);
-}
 
 /* The socket, or TLS on it: bytes, 0 at the end of the stream, -EAGAIN, -errno. */
 static ssize_t ws_lower_read(ws_state_t *ws, void *buf, size_t len)
@@ -342,7 +214,7 @@ static void ws_queue_control(ws_state_t *ws, uint8_t opcode, const uint8_t *payl
     uint8_t key[4];
     if (len > 125)
         len = 125;
-    ws_mask_key(ws, ~ws->frames, key); /* not a data frame's number: no retry builds it */
+    lg_ws_mask_key(ws->mask_seed, ~ws->frames, key); /* no data frame's number: no retry */
     size_t h = lg_ws_frame_header(ws->ctl, opcode, len, key);
     memcpy(ws->ctl + h, payload, len);
     lg_ws_mask(ws->ctl + h, len, key, 0);
@@ -488,149 +360,284 @@ out:
 
 /* --- input ------------------------------------------------------------------------------------ */
 
-/* Appends a whole message to the input as the TCP stream carries it: varint, then bytes. */
-static int ws_deliver(nl_buf_t *in, const uint8_t *payload, size_t len)
+/* What the parser reads from: the bytes of the current read. */
+typedef struct ws_feed_s {
+    ws_state_t *ws;
+    const uint8_t *p;
+    size_t len;
+} ws_feed_t;
+
+typedef struct ws_thread_s {
+    ws_feed_t feed;
+    wslay_frame_context_ptr spare; /* the thread's parser, when no connection holds it */
+} ws_thread_t;
+
+static pthread_key_t ws_thread_key;
+static pthread_once_t ws_once = PTHREAD_ONCE_INIT;
+
+static void ws_thread_free(void *arg)
+{
+    ws_thread_t *t = arg;
+    if (t->spare)
+        wslay_frame_context_free(t->spare);
+    free(t);
+}
+
+static void ws_init_once(void)
+{
+    (void)pthread_key_create(&ws_thread_key, ws_thread_free);
+}
+
+/* The thread's parser state, made on first use and freed when the thread ends. NULL on
+ * ENOMEM. */
+static ws_thread_t *ws_thread(void)
+{
+    pthread_once(&ws_once, ws_init_once);
+    ws_thread_t *t = pthread_getspecific(ws_thread_key);
+    if (!t) {
+        t = calloc(1, sizeof(*t));
+        if (t && pthread_setspecific(ws_thread_key, t) != 0) {
+            free(t);
+            t = NULL;
+        }
+    }
+    return t;
+}
+
+/* libwslay asks for bytes: the feed's, counted as held by the parser until a frame ends. */
+static ssize_t ws_recv_cb(uint8_t *buf, size_t len, int flags, void *user_data)
+{
+    NL_UNUSED(flags);
+    ws_feed_t *f = user_data;
+    size_t n = len < f->len ? len : f->len;
+    if (n == 0)
+        return -1; /* libwslay: want read */
+    memcpy(buf, f->p, n);
+    f->p += n;
+    f->len -= n;
+    f->ws->fed += n;
+    return (ssize_t)n;
+}
+
+static ssize_t ws_send_cb(const uint8_t *data, size_t len, int flags, void *user_data)
+{
+    NL_UNUSED(data);
+    NL_UNUSED(len);
+    NL_UNUSED(flags);
+    NL_UNUSED(user_data);
+    return -1; /* never sends: client frames are built by ws_out_build */
+}
+
+static const struct wslay_frame_callbacks ws_callbacks = {
+    .send_callback = ws_send_cb,
+    .recv_callback = ws_recv_cb,
+};
+
+/* The parser for ws: its own if it holds one, else the thread's. NULL on ENOMEM. */
+static wslay_frame_context_ptr ws_parser(ws_thread_t *t, ws_state_t *ws)
+{
+    if (ws->ctx)
+        return ws->ctx;
+    if (!t->spare && wslay_frame_context_init(&t->spare, &ws_callbacks, &t->feed) != 0)
+        t->spare = NULL;
+    return t->spare;
+}
+
+/* After parsing: a parser that stopped inside a frame, or after an error or a close frame
+ * with bytes behind it, stays with ws (ws_free frees it); a clean one goes back to the thread
+ * (or is freed when the thread has one). */
+static void ws_parser_settle(ws_thread_t *t, ws_state_t *ws, wslay_frame_context_ptr ctx,
+                             bool is_broken)
+{
+    bool is_inside = ws->fed > 0 || is_broken;
+    if (ctx == t->spare) {
+        if (is_inside) {
+            ws->ctx = ctx;
+            t->spare = NULL;
+        }
+        return;
+    }
+    if (!is_inside) {
+        ws->ctx = NULL;
+        if (t->spare)
+            wslay_frame_context_free(ctx);
+        else
+            t->spare = ctx;
+    }
+}
+
+/* Header bytes of a server frame with this payload length (never masked; libwslay refuses a
+ * length in a longer form than it needs, so the length alone says). */
+static uint64_t ws_header_len(uint64_t payload_len)
+{
+    return 2 + (payload_len < 126 ? 0 : payload_len <= 0xffff ? 2 : 8);
+}
+
+/* Appends a varint of len to the input: a message's bytes follow, as the TCP stream carries
+ * them. */
+static int ws_put_length(nl_buf_t *in, uint64_t len)
 {
     uint8_t prefix[PROTO_VARINT_MAX_BYTES];
     size_t n = proto_varint_put(prefix, len);
-    int err = nl_buf_ensure_writable(in, n + len);
-    if (err < 0)
-        return err;
-    memcpy(nl_buf_begin_write(in), prefix, n);
-    if (len)
-        memcpy((uint8_t *)nl_buf_begin_write(in) + n, payload, len);
-    nl_buf_has_written(in, n + len);
+    return nl_buf_append(in, prefix, n);
+}
+
+/* A whole control frame (payload p[0..len)). */
+static void ws_control(ws_state_t *ws, uint8_t opcode, const uint8_t *p, size_t len)
+{
+    if (opcode == WSLAY_PING) {
+        ws_queue_control(ws, LG_WS_PONG, p, len);
+    } else if (opcode == WSLAY_CONNECTION_CLOSE) {
+        /* The server's close: echo its code, and the stream ends. */
+        ws->is_closed = true;
+        ws_queue_control(ws, LG_WS_CLOSE, p, len >= 2 ? 2 : 0);
+    }
+}
+
+/* One piece of a control frame (at most 125 bytes, never fragmented: libwslay checks).
+ * Returns 0 or -ENOMEM. */
+static int ws_control_piece(ws_state_t *ws, const struct wslay_frame_iocb *io, bool is_first,
+                            bool is_last)
+{
+    if (is_first && is_last) {
+        ws_control(ws, io->opcode, io->data, io->data_length);
+        return 0;
+    }
+    if (!ws->ctl_in && (ws->ctl_in = malloc(125)) == NULL)
+        return -ENOMEM;
+    memcpy(ws->ctl_in + ws->ctl_in_len, io->data, io->data_length);
+    ws->ctl_in_len = (uint8_t)(ws->ctl_in_len + io->data_length);
+    if (is_last) {
+        ws_control(ws, io->opcode, ws->ctl_in, ws->ctl_in_len);
+        free(ws->ctl_in);
+        ws->ctl_in = NULL;
+        ws->ctl_in_len = 0;
+    }
     return 0;
 }
 
-/* One whole frame. Returns 0 or -errno. */
-static int ws_frame(ws_state_t *ws, const lg_ws_frame_t *f, const uint8_t *p, nl_buf_t *in)
+/* The first piece of a frame: what RFC 6455 and herald.v1 allow. Returns 0 or -errno. */
+static int ws_frame_start(ws_state_t *ws, const struct wslay_frame_iocb *io, nl_buf_t *in)
 {
-    if (f->opcode & 0x8) { /* control: final, at most 125 bytes (RFC 6455 5.5) */
-        if (!f->fin || f->len > 125)
-            return -EPROTO;
-        if (f->opcode == LG_WS_PING) {
-            ws_queue_control(ws, LG_WS_PONG, p, (size_t)f->len);
-            return 0;
-        }
-        if (f->opcode == LG_WS_PONG)
-            return 0;
-        if (f->opcode != LG_WS_CLOSE)
-            return -EPROTO;
-        /* The server's close: echo its code, and the stream ends. */
-        ws->is_closed = true;
-        ws_queue_control(ws, LG_WS_CLOSE, p, f->len >= 2 ? 2 : 0);
-        return 0;
-    }
-    switch (f->opcode) {
-    case LG_WS_BINARY:
+    if (io->mask || io->rsv)
+        return -EPROTO; /* a server never masks (RFC 6455 5.1), and we asked no extension */
+    if (io->payload_length > WS_MESSAGE_MAX)
+        return -EMSGSIZE;
+    switch (io->opcode) {
+    case WSLAY_BINARY_FRAME:
         if (ws->is_in_message)
             return -EPROTO;
-        if (f->fin)
-            return ws_deliver(in, p, (size_t)f->len);
-        ws->is_in_message = true;
-        return nl_buf_append(&ws->msg, p, (size_t)f->len);
-    case LG_WS_CONTINUATION: {
+        if (!io->fin) {
+            ws->is_in_message = true;
+            return 0;
+        }
+        return ws_put_length(in, io->payload_length); /* the payload follows it */
+    case WSLAY_CONTINUATION_FRAME:
         if (!ws->is_in_message)
             return -EPROTO;
-        if (nl_buf_readable(&ws->msg) + f->len > WS_MESSAGE_MAX)
+        if (nl_buf_readable(&ws->msg) + io->payload_length > WS_MESSAGE_MAX)
             return -EMSGSIZE;
-        int err = nl_buf_append(&ws->msg, p, (size_t)f->len);
-        if (err < 0 || !f->fin)
-            return err;
-        err = ws_deliver(in, (const uint8_t *)nl_buf_peek(&ws->msg), nl_buf_readable(&ws->msg));
-        nl_buf_retrieve_all(&ws->msg);
-        nl_buf_release(&ws->msg);
-        ws->is_in_message = false;
-        return err;
-    }
+        return 0;
+    case WSLAY_CONNECTION_CLOSE:
+    case WSLAY_PING:
+    case WSLAY_PONG:
+        return 0;
     default: /* text, or a reserved opcode: herald.v1 speaks binary only */
         return -EPROTO;
     }
 }
 
-/* Handles the whole frames at p[0..n). Returns the bytes appended to in, or -errno;
- * *used: the bytes of the frames handled (a frame in part stays). */
-static ssize_t ws_parse(ws_state_t *ws, const uint8_t *p, size_t n, nl_buf_t *in, size_t *used)
+/* One piece of a frame, as libwslay hands it over. Returns 0 or -errno. */
+static int ws_piece(ws_state_t *ws, const struct wslay_frame_iocb *io, nl_buf_t *in)
 {
-    size_t before = nl_buf_readable(in);
-    size_t pos = 0;
-    while (!ws->is_closed) {
-        lg_ws_frame_t f;
-        int rc = lg_ws_frame_parse(p + pos, n - pos, &f);
-        if (rc == 0)
-            break;
-        if (rc < 0 || f.is_masked || f.rsv)
-            return -EPROTO; /* a server never masks (RFC 6455 5.1), and we asked no extension */
-        if (f.len > WS_MESSAGE_MAX)
-            return -EMSGSIZE;
-        if (n - pos - f.hdr_len < f.len)
-            break;
-        rc = ws_frame(ws, &f, p + pos + f.hdr_len, in);
+    bool is_first = ws->frame_off == 0;
+    if (is_first) {
+        int rc = ws_frame_start(ws, io, in);
         if (rc < 0)
             return rc;
-        pos += f.hdr_len + (size_t)f.len;
     }
-    *used = pos;
-    return (ssize_t)(nl_buf_readable(in) - before);
+    ws->frame_off += io->data_length;
+    bool is_last = ws->frame_off == io->payload_length;
+    if (is_last) {
+        ws->fed -= ws_header_len(io->payload_length) + io->payload_length;
+        ws->frame_off = 0;
+    }
+    if (io->opcode & 0x8)
+        return ws_control_piece(ws, io, is_first, is_last);
+    if (!ws->is_in_message) /* an unfragmented binary frame: straight into the input */
+        return io->data_length ? nl_buf_append(in, io->data, io->data_length) : 0;
+    int err = io->data_length ? nl_buf_append(&ws->msg, io->data, io->data_length) : 0;
+    if (err < 0 || !is_last || !io->fin)
+        return err;
+    size_t len = nl_buf_readable(&ws->msg);
+    err = ws_put_length(in, len);
+    if (err == 0 && len > 0)
+        err = nl_buf_append(in, nl_buf_peek(&ws->msg), len);
+    nl_buf_retrieve_all(&ws->msg);
+    nl_buf_release(&ws->msg);
+    ws->is_in_message = false;
+    return err;
 }
 
-/* Whether raw holds a whole frame (left by the handshake's read). */
-static bool ws_raw_has_frame(const ws_state_t *ws)
+/* Parses the feed's bytes (and what the parser holds) until it wants more or the input is
+ * over (is_closed). Returns the bytes appended to in, or -errno. */
+static ssize_t ws_parse(ws_thread_t *t, ws_state_t *ws, nl_buf_t *in)
 {
-    lg_ws_frame_t f;
-    size_t n = nl_buf_readable(&ws->raw);
-    return lg_ws_frame_parse((const uint8_t *)nl_buf_peek(&ws->raw), n, &f) == 1 &&
-           n - f.hdr_len >= f.len;
-}
-
-/* Reads and parses once: from raw when it holds part of a frame (the next read continues it
- * there), else through the thread's scratch area, the rest of which goes to raw. Returns the
- * bytes appended to in (0: none yet, read again; or the end of the stream, which sets
- * is_closed), or -EAGAIN, -errno. */
-static ssize_t ws_read_once(ws_state_t *ws, nl_buf_t *in)
-{
-    size_t used = 0;
-    ssize_t rc;
-    if (nl_buf_readable(&ws->raw) > 0) {
-        if (!ws_raw_has_frame(ws)) {
-            if (nl_buf_ensure_writable(&ws->raw, 16384) < 0)
-                return -ENOMEM;
-            ssize_t n = ws_lower_read(ws, nl_buf_begin_write(&ws->raw), nl_buf_writable(&ws->raw));
-            if (n <= 0)
-                return n == 0 ? -ECONNRESET : n; /* the stream ended inside a frame */
-            nl_buf_has_written(&ws->raw, (size_t)n);
-        }
-        rc = ws_parse(ws, (const uint8_t *)nl_buf_peek(&ws->raw), nl_buf_readable(&ws->raw), in,
-                      &used);
-        nl_buf_retrieve(&ws->raw, used);
-        if (nl_buf_readable(&ws->raw) == 0)
-            nl_buf_release(&ws->raw);
-        return rc;
-    }
-    ssize_t n = ws_lower_read(ws, ws_in_scratch, sizeof(ws_in_scratch));
-    if (n == 0)
-        ws->is_closed = true; /* the end of the stream, between two frames */
-    if (n <= 0)
-        return n;
-    rc = ws_parse(ws, ws_in_scratch, (size_t)n, in, &used);
-    if (rc >= 0 && used < (size_t)n && !ws->is_closed &&
-        nl_buf_append(&ws->raw, ws_in_scratch + used, (size_t)n - used) < 0)
+    wslay_frame_context_ptr ctx = ws_parser(t, ws);
+    if (!ctx)
         return -ENOMEM;
-    return rc;
+    size_t before = nl_buf_readable(in);
+    int rc = 0;
+    while (!ws->is_closed) {
+        struct wslay_frame_iocb io;
+        ssize_t r = wslay_frame_recv(ctx, &io);
+        if (r == WSLAY_ERR_WANT_READ)
+            break;
+        rc = r < 0 ? -EPROTO : ws_piece(ws, &io, in);
+        if (rc < 0)
+            break;
+    }
+    ws_parser_settle(t, ws, ctx, rc < 0);
+    return rc < 0 ? rc : (ssize_t)(nl_buf_readable(in) - before);
 }
 
 static ssize_t ws_read(nl_conn_t *c, void *state, nl_buf_t *in)
 {
     NL_UNUSED(c);
     ws_state_t *ws = state;
-    /* Reads until a message came or the socket is drained: -EAGAIN must mean drained (the fd
-     * is edge-triggered), so a read that brought only part of a frame, a ping or a pong reads
-     * again. */
+    ws_thread_t *t = ws_thread();
+    if (!t)
+        return -ENOMEM;
+    /* Reads until a message (or part of one) came or the socket is drained: -EAGAIN must mean
+     * drained (the fd is edge-triggered), so a read that brought only part of a frame's
+     * header, a ping or a pong reads again. */
     for (;;) {
         if (ws->is_closed)
             return 0;
-        ssize_t rc = ws_read_once(ws, in);
+        /* Bytes that came with the answer first, then the socket. */
+        bool is_raw = nl_buf_readable(&ws->raw) > 0;
+        if (is_raw) {
+            t->feed = (ws_feed_t){.ws = ws,
+                                  .p = (const uint8_t *)nl_buf_peek(&ws->raw),
+                                  .len = nl_buf_readable(&ws->raw)};
+        } else {
+            ssize_t n = ws_lower_read(ws, ws_in_scratch, sizeof(ws_in_scratch));
+            if (n == 0 && ws->fed > 0)
+                return -ECONNRESET; /* the stream ended inside a frame */
+            if (n == 0)
+                ws->is_closed = true; /* the end of the stream, between two frames */
+            if (n <= 0)
+                return n;
+            t->feed = (ws_feed_t){.ws = ws, .p = ws_in_scratch, .len = (size_t)n};
+        }
+        /* The parser takes the whole feed unless the input ended (a close frame) or broke:
+         * what is left then is never read. */
+        ssize_t rc = ws_parse(t, ws, in);
+        t->feed = (ws_feed_t){0};
+        if (is_raw) {
+            nl_buf_retrieve_all(&ws->raw);
+            nl_buf_release(&ws->raw);
+        }
         if (rc != 0 || ws->is_closed)
             return rc;
     }
@@ -640,7 +647,7 @@ static bool ws_has_pending(const nl_conn_t *c, void *state)
 {
     NL_UNUSED(c);
     const ws_state_t *ws = state;
-    return ws_raw_has_frame(ws) || (ws->is_tls && lg_tls_conn_has_pending(&ws->tls));
+    return nl_buf_readable(&ws->raw) > 0 || (ws->is_tls && lg_tls_conn_has_pending(&ws->tls));
 }
 
 /* --- output ----------------------------------------------------------------------------------- */
@@ -783,7 +790,7 @@ static int ws_out_build(ws_state_t *ws, cursor_t *cur, out_batch_t *b)
                           .prefix_len = prefix,
                           .left = body,
                           .number = b->frames};
-        ws_mask_key(ws, b->frames, m->mask);
+        lg_ws_mask_key(ws->mask_seed, b->frames, m->mask);
         m->hdr_len = lg_ws_frame_header(b->buf + b->len, LG_WS_BINARY, body, m->mask);
         b->len += m->hdr_len;
         b->stream += prefix;
@@ -904,6 +911,9 @@ static void ws_free(nl_conn_t *c, void *state)
         lg_tls_conn_deinit(&ws->tls);
     nl_buf_deinit(&ws->raw);
     nl_buf_deinit(&ws->msg);
+    if (ws->ctx)
+        wslay_frame_context_free(ws->ctx);
+    free(ws->ctl_in);
     free(ws->hs);
     free(ws);
 }

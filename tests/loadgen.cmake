@@ -11,13 +11,16 @@ if(TARGET herald-loadgen AND EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_lg_wir
     endif()
 endif()
 
-# The WebSocket client's frames, masking and handshake checks (loadgen/lg_ws.c; its transport
-# half links lg_tls.c and lg_transport.c, run against a real herald by test_loadgen.sh).
+# The WebSocket client's frames (read back by libwslay), masking and handshake checks
+# (loadgen/lg_ws.c, libhttp-parser under the latter; its transport half links lg_tls.c and
+# lg_transport.c, run against a real herald by test_loadgen_transport.sh).
 if(TARGET herald-loadgen AND EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_lg_ws.c)
     find_package(OpenSSL REQUIRED COMPONENTS Crypto SSL)
     herald_test(test_lg_ws SOURCES unit/test_lg_ws.c ${PROJECT_SOURCE_DIR}/loadgen/lg_ws.c
+                ${PROJECT_SOURCE_DIR}/loadgen/lg_ws_upgrade.c
                 ${PROJECT_SOURCE_DIR}/loadgen/lg_tls.c ${PROJECT_SOURCE_DIR}/loadgen/lg_transport.c
-                LIBS netlib proto OpenSSL::SSL OpenSSL::Crypto LABELS unit)
+                LIBS netlib proto OpenSSL::SSL OpenSSL::Crypto ext_wslay ext_http_parser
+                LABELS unit)
     target_include_directories(test_lg_ws PRIVATE ${PROJECT_SOURCE_DIR}/loadgen)
 endif()
 
