@@ -12,7 +12,7 @@ packages=(
     libcmocka-dev libssl-dev libinih-dev libmicrohttpd-dev    # tests, HMAC, config, admin API
     liburing-dev                                              # netlib's batched sends (io_uring)
     libjansson-dev                                            # JWT claims (gateway)
-    libwslay-dev libhttp-parser-dev                           # WebSocket frames, upgrade request
+    libwslay-dev libhttp-parser-dev                           # WebSocket frames, upgrade (both sides)
     redis-server redis-sentinel                               # integration tests (Sentinel failover)
     libevent-dev                                              # the pingpong benchmark's reference
     python3 python3-protobuf protobuf-compiler                # protocol interoperability test
