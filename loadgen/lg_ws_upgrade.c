@@ -85,8 +85,8 @@ typedef struct answer_s {
     const char *value;
     size_t value_len;
     bool is_in_value;
-    bool has_status;   /* the status line was read (parser.status_code is its code) */
-    bool is_complete;  /* the header ended */
+    bool has_status;  /* the status line was read (parser.status_code is its code) */
+    bool is_complete; /* the header ended */
     bool is_upgrade;
     bool is_connection;
     bool is_accept;
@@ -182,8 +182,8 @@ int lg_ws_check_response(const char *p, size_t n, const char *key, size_t *hdr_l
         if (HTTP_PARSER_ERRNO(&a.parser) == HPE_OK && parsed == n)
             return 0; /* the header is not complete yet */
         /* A refusal whose header is broken is still a refusal. */
-        *reason = a.has_status && a.parser.status_code != 101 ? "WS_UPGRADE_REFUSED"
-                                                               : "WS_BAD_RESPONSE";
+        *reason =
+            a.has_status && a.parser.status_code != 101 ? "WS_UPGRADE_REFUSED" : "WS_BAD_RESPONSE";
         return -EPROTO;
     }
     *hdr_len = parsed;
@@ -203,4 +203,3 @@ int lg_ws_check_response(const char *p, size_t n, const char *key, size_t *hdr_l
         return 1;
     return -EPROTO;
 }
-
