@@ -119,8 +119,14 @@ async function startHerald(bin, args) {
   const child = spawn(bin, args, { stdio: ['ignore', 'ignore', 'pipe'] });
   let log = '';
   const exited = new Promise((resolve) => child.on('exit', (code, signal) => resolve({ code, signal })));
-  const m = await waitForOutput(child, 'stderr',
-    /ev=listening port=(\d+) admin_port=(\d+) ws_port=(\d+) .*tls=(on|off)/, 'herald');
+  let m;
+  try {
+    m = await waitForOutput(child, 'stderr',
+      /ev=listening port=(\d+) admin_port=(\d+) ws_port=(\d+) .*tls=(on|off)/, 'herald');
+  } catch (err) {
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+    throw err;
+  }
   child.stderr.on('data', (c) => (log += c));
   const h = {
     pid: child.pid,
