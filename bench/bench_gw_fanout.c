@@ -45,6 +45,9 @@
  * The arrival figure (a kernel stamp taken when the server's write reaches the socket) does
  * not depend on when the fleet gets round to reading. Applied to both servers alike.
  * --pin-io (latency modes): herald runs with --pin-io-threads, its two loops one per CPU.
+ * --one-core (latency modes): the server on CPU 0 (herald with --io-threads 1), the fleet and
+ * publisher on CPU 1, as the throughput modes and issue 25's harness run. Both latency modes
+ * print the server's CPU time per delivery over the measured phase.
  *
  * Every payload carries the publisher's sequence number in bytes 8..15, which the Redis side
  * checks (herald's side checks Push offsets). The subscribers' bytes are parsed in place
@@ -54,7 +57,8 @@
  * Usage: bench_gw_fanout [--mode all|throughput|redis|latency|latency-redis|history|history-mixed|
  *                                cluster]
  *        [--subs N] [--payload B (>= 16)] [--seconds S] [--window W] [--rate R]
- *        [--latency-seconds S] [--fleet-nice N] [--pin-io] [--history-rules R] [--rounds N]
+ *        [--latency-seconds S] [--fleet-nice N] [--pin-io] [--one-core] [--history-rules R]
+ *        [--rounds N]
  *        [--slices N] [--slice-ms MS] [--herald PATH] [--redis-server PATH]
  * This is a benchmark program, never a ctest case (STYLE.md §9).
  */
@@ -717,6 +721,7 @@ static void parse_opts(int argc, char **argv, opts_t *o)
                                           {"latency-seconds", required_argument, NULL, 'l'},
                                           {"fleet-nice", required_argument, NULL, 'N'},
                                           {"pin-io", no_argument, NULL, 'P'},
+                                          {"one-core", no_argument, NULL, 'O'},
                                           {"history-rules", required_argument, NULL, 'Y'},
                                           {"rounds", required_argument, NULL, 'k'},
                                           {"slices", required_argument, NULL, 'x'},
@@ -753,6 +758,9 @@ static void parse_opts(int argc, char **argv, opts_t *o)
             break;
         case 'P':
             o->is_pin_io = true;
+            break;
+        case 'O':
+            o->is_one_core = true;
             break;
         case 'Y':
             snprintf(o->history_rules, sizeof(o->history_rules), "%s", optarg);
@@ -834,7 +842,10 @@ int main(int argc, char **argv)
     }
     bool is_latency = is_all || strcmp(o.mode, "latency") == 0;
     if (is_latency || strcmp(o.mode, "latency-redis") == 0) {
-        unpin_self();
+        if (o.is_one_core)
+            pin_self(1);
+        else
+            unpin_self();
         if (is_latency)
             failed += fan_run_herald_latency(&o) != 0;
         failed += fan_run_redis_latency(&o) != 0;

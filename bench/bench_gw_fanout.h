@@ -29,6 +29,8 @@ typedef struct opts_s {
     int rate;
     int fleet_nice; /* latency modes: this thread's nice value while measuring */
     bool is_pin_io; /* latency modes: herald's two IO loops pinned, one per CPU */
+    bool is_one_core; /* latency modes: the server on CPU 0 (herald with one IO loop), the fleet
+                       * on CPU 1, as the throughput modes run */
     int latency_seconds;
     int rounds;              /* history mode: pairs of runs, history off and on */
     int slices;              /* history-mixed mode: pairs of slices */
@@ -142,6 +144,8 @@ int64_t fan_latency_loop(const opts_t *o, test_fleet_t *fl, run_t *r, publisher_
 /* Prints one latency block under name. Returns: 0 when every subscriber got every message in
  * order (zero loss), -1 otherwise. */
 int fan_print_latency(const opts_t *o, const char *name, const run_t *r, uint64_t sent);
+/* Prints the server's CPU time over the measured phase per delivery. */
+void fan_print_latency_cpu(uint64_t cpu_ns, const run_t *r);
 
 /* bench_gw_fanout_cluster.c: issue 18's cluster mode. Returns 0, or -1 on loss or failure. */
 int fan_run_cluster(const opts_t *o);

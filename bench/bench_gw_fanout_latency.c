@@ -119,9 +119,16 @@ int fan_print_latency(const opts_t *o, const char *name, const run_t *r, uint64_
     return is_complete ? 0 : -1;
 }
 
+void fan_print_latency_cpu(uint64_t cpu_ns, const run_t *r)
+{
+    printf("  server CPU %.3f s over the run, %.2f us per delivery\n", (double)cpu_ns / 1e9,
+           r->delivered ? (double)cpu_ns / 1e3 / (double)r->delivered : 0.0);
+}
+
 int fan_run_herald_latency(const opts_t *o)
 {
-    test_herald_t *h = fan_start_herald(o, "2", -1, o->history_rules);
+    test_herald_t *h = fan_start_herald(o, o->is_one_core ? "1" : "2", o->is_one_core ? 0 : -1,
+                                        o->history_rules);
     if (!h)
         return -1;
     nl_hist_t lat;
@@ -139,12 +146,14 @@ int fan_run_herald_latency(const opts_t *o)
     if (rc == 0) {
         publisher_t pub;
         fan_publisher_init(&pub, c.fd, false, o->payload);
+        uint64_t cpu0 = fan_proc_cpu_ns(h->pid);
         int64_t sent = fan_latency_loop(o, fl, &r, &pub, fan_herald_raw);
-        rc = sent < 0 ? -1
-                      : fan_print_latency(o,
-                                          o->is_pin_io ? "herald io_threads=2, pin_io_threads"
-                                                       : "herald io_threads=2, unpinned",
-                                          &r, (uint64_t)sent);
+        uint64_t cpu1 = fan_proc_cpu_ns(h->pid);
+        const char *name = o->is_one_core ? "herald io_threads=1, CPU 0, fleet on CPU 1"
+                           : o->is_pin_io ? "herald io_threads=2, pin_io_threads"
+                                          : "herald io_threads=2, unpinned";
+        rc = sent < 0 ? -1 : fan_print_latency(o, name, &r, (uint64_t)sent);
+        fan_print_latency_cpu(cpu1 - cpu0, &r);
         printf("  herald's own publish-to-flush p99 <= %.1f ms\n",
                herald_p99_flush(h->admin_port) * 1000.0);
         free(pub.buf);
@@ -161,7 +170,7 @@ int fan_run_herald_latency(const opts_t *o)
 int fan_run_redis_latency(const opts_t *o)
 {
     uint16_t port = 0;
-    pid_t pid = fan_redis_up(o, -1, &port);
+    pid_t pid = fan_redis_up(o, o->is_one_core ? 0 : -1, &port);
     if (pid <= 0)
         return pid;
     nl_hist_t lat;
@@ -181,9 +190,15 @@ int fan_run_redis_latency(const opts_t *o)
     if (fd >= 0) {
         publisher_t pub;
         fan_publisher_init(&pub, fd, true, o->payload);
+        uint64_t cpu0 = fan_proc_cpu_ns(pid);
         int64_t sent = fan_latency_loop(o, fl, &r, &pub, fan_redis_raw);
+        uint64_t cpu1 = fan_proc_cpu_ns(pid);
         if (sent >= 0)
-            rc = fan_print_latency(o, "redis-server single-threaded, unpinned", &r, (uint64_t)sent);
+            rc = fan_print_latency(o,
+                                   o->is_one_core ? "redis-server, CPU 0, fleet on CPU 1"
+                                                  : "redis-server single-threaded, unpinned",
+                                   &r, (uint64_t)sent);
+        fan_print_latency_cpu(cpu1 - cpu0, &r);
         free(pub.buf);
         close(fd);
     }
