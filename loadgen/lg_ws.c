@@ -154,7 +154,9 @@ typedef struct ws_state_s {
 
     /* Output. out_left payload bytes of the current frame are still to come from netlib's
      * stream, masked with mask from byte mask_off on. own holds what of a frame header the
-     * socket did not take; ctl a control frame (pong, close) that goes between two frames. */
+     * socket did not take; ctl a control frame (pong, close) that goes between two frames,
+     * next the one queued while part of ctl is out (it cannot be replaced then: the peer has
+     * its first bytes, and a TLS write retry needs the same ones). */
     uint64_t out_left;
     uint64_t frames;    /* frames whose header went out: the next one's number */
     uint64_t mask_seed; /* from RAND_bytes: each frame's key is mixed from it and the number */
@@ -162,8 +164,11 @@ typedef struct ws_state_s {
     uint8_t mask_off;
     uint8_t own_len;
     uint8_t ctl_len;
+    uint8_t next_len;
+    bool is_ctl_started;
     uint8_t own[LG_WS_HEADER_MAX];
     uint8_t ctl[WS_CONTROL_MAX];
+    uint8_t next[WS_CONTROL_MAX];
 } ws_state_t;
 
 static _Thread_local uint8_t ws_in_scratch[WS_SCRATCH];
@@ -207,19 +212,35 @@ static ssize_t ws_lower_write(ws_state_t *ws, const void *buf, size_t len)
     }
 }
 
-/* Queues a control frame for the next write between frames (a newer pong replaces an older
- * one, as RFC 6455 5.5.3 allows). */
+/* Queues a control frame for the next write between frames. A newer one replaces an older one
+ * not yet started (RFC 6455 5.5.3 lets a pong answer only the latest ping); one whose first
+ * bytes are out finishes first, and the new one waits in next. */
 static void ws_queue_control(ws_state_t *ws, uint8_t opcode, const uint8_t *payload, size_t len)
 {
     uint8_t key[4];
     if (len > 125)
         len = 125;
+    bool is_behind = ws->ctl_len > 0 && ws->is_ctl_started;
+    uint8_t *to = is_behind ? ws->next : ws->ctl;
     lg_ws_mask_key(ws->mask_seed, ~ws->frames, key); /* no data frame's number: no retry */
-    size_t h = lg_ws_frame_header(ws->ctl, opcode, len, key);
-    memcpy(ws->ctl + h, payload, len);
-    lg_ws_mask(ws->ctl + h, len, key, 0);
-    ws->ctl_len = (uint8_t)(h + len);
+    size_t h = lg_ws_frame_header(to, opcode, len, key);
+    memcpy(to + h, payload, len);
+    lg_ws_mask(to + h, len, key, 0);
+    *(is_behind ? &ws->next_len : &ws->ctl_len) = (uint8_t)(h + len);
     nl_conn_transport_want_write(ws->c);
+}
+
+/* n bytes of ctl went out: the rest moves up, and once it is all out the waiting one is next. */
+static void ws_ctl_sent(ws_state_t *ws, size_t n)
+{
+    memmove(ws->ctl, ws->ctl + n, ws->ctl_len - n);
+    ws->ctl_len = (uint8_t)(ws->ctl_len - n);
+    ws->is_ctl_started = ws->ctl_len > 0 && (ws->is_ctl_started || n > 0);
+    if (ws->ctl_len == 0 && ws->next_len > 0) {
+        memcpy(ws->ctl, ws->next, ws->next_len);
+        ws->ctl_len = ws->next_len;
+        ws->next_len = 0;
+    }
 }
 
 static int ws_open(nl_conn_t *c, void *arg, bool is_client, void **state)
@@ -856,10 +877,12 @@ static ssize_t ws_writev(nl_conn_t *c, void *state, const struct iovec *iov, int
     ws->is_write_pending = ws->is_tls && wrote < b.len;
     /* Own bytes first: while some are left, nothing of the stream went. */
     size_t own = wrote < b.own ? wrote : b.own;
-    uint8_t *from = b.is_ctl ? ws->ctl : ws->own;
-    uint8_t *count = b.is_ctl ? &ws->ctl_len : &ws->own_len;
-    memmove(from, from + own, *count - own);
-    *count = (uint8_t)(*count - own);
+    if (b.is_ctl) {
+        ws_ctl_sent(ws, own);
+    } else {
+        memmove(ws->own, ws->own + own, ws->own_len - own);
+        ws->own_len = (uint8_t)(ws->own_len - own);
+    }
     if (wrote < b.own)
         return -EAGAIN;
     if (wrote == b.len) {
@@ -893,11 +916,10 @@ static int ws_shutdown(nl_conn_t *c, void *state)
         if (n == -EAGAIN)
             return NL_TRANSPORT_WANT_WRITE;
         if (n < 0) {
-            ws->ctl_len = 0; /* the socket is gone: nothing more to say */
+            ws->ctl_len = ws->next_len = 0; /* the socket is gone: nothing more to say */
             break;
         }
-        memmove(ws->ctl, ws->ctl + n, ws->ctl_len - (size_t)n);
-        ws->ctl_len = (uint8_t)(ws->ctl_len - (size_t)n);
+        ws_ctl_sent(ws, (size_t)n);
     }
     return ws->is_tls ? lg_tls_conn_shutdown(&ws->tls) : NL_TRANSPORT_DONE;
 }
