@@ -101,8 +101,8 @@ static void test_gw_ws_upgrade_byte_by_byte(void **state)
     size_t left;
     gw_ws_upgrade_response(u, &left);
     gw_ws_upgrade_wrote(u, left - 4);
-    assert_string_equal(gw_ws_upgrade_response(u, &left), "\r\n\r\n");
-    assert_int_equal(left, 4);
+    char text2[16];
+    assert_string_equal(response(u, text2, sizeof(text2)), "\r\n\r\n"); /* not NUL-ended */
     gw_ws_upgrade_free(u);
     listener_free(l);
 }
