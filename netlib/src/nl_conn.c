@@ -340,11 +340,13 @@ int nl__conn_new(nl_conn_t **out, nl_loop_t *loop, int fd, const nl__conn_setup_
     nl__conn_loop_t *st = nl__conn_loop_state(loop, true);
     if (!st)
         return -ENOMEM;
-    nl_conn_t *c = calloc(1, sizeof(*c));
+    nl__conn_desc_t *desc = setup->desc;
+    const nl_transport_t *tp = desc->tp;
+    /* Only a connection with a transport has the state pointer behind the plain layout. */
+    nl_conn_t *c = calloc(1, tp ? sizeof(nl__conn_tp_t) : sizeof(*c));
     if (!c)
         return -ENOMEM;
     nl__io_init(&c->io, loop, fd, conn_on_io, c);
-    nl__conn_desc_t *desc = setup->desc;
     size_t hw = setup->high_water_bytes;
     c->high_water = hw > UINT32_MAX ? UINT32_MAX : (uint32_t)hw;
     nl_buf_init(&c->in, setup->max_input_bytes);
@@ -354,7 +356,6 @@ int nl__conn_new(nl_conn_t **out, nl_loop_t *loop, int fd, const nl__conn_setup_
     c->pool = conn_pool_for(st, setup->max_input_bytes);
     c->u.dirty_idx = NL__CONN_NO_IDX;
     c->state = NL_CONN_CONNECTED;
-    const nl_transport_t *tp = desc->tp;
     if (tp) {
         c->flags |= (tp->read ? NL__CONN_TP_READ : 0) | (tp->writev ? NL__CONN_TP_WRITE : 0);
         if (tp->handshake) {
@@ -367,7 +368,7 @@ int nl__conn_new(nl_conn_t **out, nl_loop_t *loop, int fd, const nl__conn_setup_
         return -ENOMEM;
     }
     if (tp && tp->open) {
-        int err = tp->open(c, desc->tp_arg, desc->client != NULL, &c->tp_state);
+        int err = tp->open(c, desc->tp_arg, desc->client != NULL, nl__conn_tp_state(c));
         if (err < 0) {
             table_remove(st, c);
             free(c);
@@ -414,19 +415,19 @@ void nl__conn_update_interest(nl_conn_t *c)
         nl_conn_close(c, err);
 }
 
-static void conn_finish(nl__deferred_t *d)
+static void conn_finish(nl_conn_t *c)
 {
-    nl_conn_t *c = (nl_conn_t *)((char *)d - offsetof(nl_conn_t, io.deferred));
     nl_loop_t *loop = c->io.loop;
     nl__conn_loop_t *st = nl__conn_st(c);
     nl__conn_desc_t *desc = c->desc;
+    size_t size = desc->tp ? sizeof(nl__conn_tp_t) : sizeof(*c);
     /* on_close pairs with on_connected: a connection closed during its handshake was never
      * the application's. */
     bool is_failed = (c->flags & NL__CONN_HANDSHAKE) != 0;
     if (!is_failed && desc->cbs->on_close)
         desc->cbs->on_close(c, c->u.close_reason);
     if (desc->tp && desc->tp->free)
-        desc->tp->free(c, c->tp_state);
+        desc->tp->free(c, *nl__conn_tp_state(c));
     /* The client may be freed by its finish, and with it a descriptor it embeds. */
     nl_client_t *client = desc->client;
     nl__conn_desc_unref(desc);
@@ -438,10 +439,26 @@ static void conn_finish(nl__deferred_t *d)
     nl__conn_out_drop(c);
     st->stats.open--;
     nl__loop_handle_closed(loop);
-    nl__poison(c, sizeof(*c));
+    nl__poison(c, size);
     free(c);
     /* on_close may have queued output on other connections after the flush already ran. */
     nl__conn_flush_soon(st);
+}
+
+/* The loop's deferred finish of its closing list. An on_close that closes another connection
+ * appends it to the list, and it is finished in this same pass, after the ones before it. */
+static void conn_finish_closing(nl__deferred_t *d)
+{
+    nl__conn_loop_t *st =
+        (nl__conn_loop_t *)((char *)d - offsetof(nl__conn_loop_t, closing_finish));
+    while (st->closing_head) {
+        nl_conn_t *c = st->closing_head;
+        st->closing_head = c->next_closing;
+        if (!st->closing_head)
+            st->closing_tail = NULL;
+        conn_finish(c);
+    }
+    st->is_closing_queued = false;
 }
 
 void nl_conn_close(nl_conn_t *c, int reason)
@@ -456,8 +473,17 @@ void nl_conn_close(nl_conn_t *c, int reason)
     c->u.close_reason = reason;
     nl__io_deinit(&c->io);
     nl__conn_out_drop(c);
-    c->io.deferred.finish = conn_finish;
-    nl__conn_defer(c->io.loop, &c->io.deferred);
+    c->next_closing = NULL;
+    if (st->closing_tail)
+        st->closing_tail->next_closing = c;
+    else
+        st->closing_head = c;
+    st->closing_tail = c;
+    if (!st->is_closing_queued) {
+        st->is_closing_queued = true;
+        st->closing_finish.finish = conn_finish_closing;
+        nl__conn_defer(c->io.loop, &st->closing_finish);
+    }
 }
 
 void nl__conn_shut_wr(nl_conn_t *c)
@@ -468,7 +494,7 @@ void nl__conn_shut_wr(nl_conn_t *c)
     if (tp && tp->shutdown) {
         /* The transport's goodbye (close_notify, a close frame) goes before the FIN; with the
          * socket full it waits for writability (the flush that drains calls this again). */
-        int rc = tp->shutdown(c, c->tp_state);
+        int rc = tp->shutdown(c, *nl__conn_tp_state(c));
         if (rc == NL_TRANSPORT_WANT_WRITE) {
             if (!(c->flags & NL__CONN_WRITE_ARMED)) {
                 c->flags |= NL__CONN_WRITE_ARMED;
@@ -536,7 +562,7 @@ static bool conn_read_once(nl_conn_t *c, bool is_short_inconclusive)
     if (c->flags & NL__CONN_TP_READ) {
         /* A transport's read says nothing by being short (one TLS record per call): it
          * reads on until -EAGAIN. */
-        n = c->desc->tp->read(c, c->tp_state, &c->in);
+        n = c->desc->tp->read(c, *nl__conn_tp_state(c), &c->in);
         is_short_inconclusive = true;
     } else {
         n = is_stamped ? nl_buf_read_fd_stamped(&c->in, c->io.fd, &st->rx_ns)

@@ -3,16 +3,19 @@
  * nl_client.c share. Private to netlib.
  *
  * Memory: the gateway budgets about 512 bytes per connection including its own session, so
- * struct nl_conn_s stays at 152 bytes (a 160-byte malloc chunk; 153 would take 176): the fd
+ * struct nl_conn_s stays at 136 bytes (a 144-byte malloc chunk; 137 would take 160): the fd
  * watcher, both buffers (24 bytes each while they hold no storage), and nothing per
  * connection that can be shared (callbacks, the owner's arg and the transport sit behind one
- * pointer to the server's or client's descriptor, the peer address is asked of the kernel;
- * the transport's state is one pointer, NULL for plain TCP). The block queue is held only while
- * blocks are queued (taken from and given back to the loop's pool).
+ * pointer to the server's or client's descriptor, the peer address is asked of the kernel).
+ * What only some connections need is not in the plain layout: the transport's state pointer
+ * follows it in connections with a transport (nl__conn_tp_t), and the deferred finish of a
+ * closed connection is one link in the loop's closing list rather than a
+ * finish slot of its own. The block queue is held only while blocks are queued (taken from
+ * and given back to the loop's pool).
  *
  * Per loop (nl__loop_module(loop, NL__MODULE_CONN)): the id -> connection table, the dirty list
- * flushed once per iteration by a before-sleep hook, the pools of empty input buffers, and the
- * loop's counters.
+ * flushed once per iteration by a before-sleep hook, the list of connections closing this
+ * iteration, the pools of empty input buffers, and the loop's counters.
  */
 #ifndef HERALD_NETLIB_NL_CONN_INT_H
 #define HERALD_NETLIB_NL_CONN_INT_H
@@ -77,17 +80,15 @@ void nl__conn_desc_ref(nl__conn_desc_t *d);
 void nl__conn_desc_unref(nl__conn_desc_t *d);
 
 struct nl_conn_s {
-    /* The fd watcher. Its deferred slot (used only by nl_io_close on heap ios) carries the
-     * connection's own end-of-iteration finish. */
-    struct nl_io_s io;
+    struct nl_io_s io; /* the fd watcher */
     nl_buf_t in;
     nl_buf_t out; /* owned output bytes; its max_bytes is the hard output cap */
     uint64_t id;
     nl__conn_desc_t *desc; /* callbacks, owner, transport: shared (holds a reference) */
     void *data;
-    void *tp_state;           /* the transport's per-connection state; NULL for plain TCP */
-    struct nl__conn_bq_s *bq; /* queued block references; NULL when none */
-    uint32_t high_water;      /* bytes; 0 disables */
+    struct nl__conn_bq_s *bq;       /* queued block references; NULL when none */
+    struct nl_conn_s *next_closing; /* the loop's closing list, after nl_conn_close */
+    uint32_t high_water;            /* bytes; 0 disables */
     /* A connection leaves the dirty list when it closes, so the slot is reused for the reason
      * on_close will get. */
     union {
@@ -99,8 +100,22 @@ struct nl_conn_s {
     uint8_t pool;  /* 1 + index of the loop's input pool for this input cap; 0: none */
 };
 
-/* See the top of the file: plain TCP connections must stay in a 160-byte malloc chunk. */
-_Static_assert(sizeof(struct nl_conn_s) <= 152, "struct nl_conn_s grew past 152 bytes");
+/* See the top of the file: plain TCP connections must stay in a 144-byte malloc chunk. */
+_Static_assert(sizeof(struct nl_conn_s) <= 136, "struct nl_conn_s grew past 136 bytes");
+
+/* A connection with a transport (desc->tp set): the plain layout, then the transport's
+ * per-connection state. Allocated whole by nl__conn_new; plain TCP connections end before
+ * the tail, so only their transport's connections pay for the pointer. */
+typedef struct nl__conn_tp_s {
+    struct nl_conn_s c;
+    void *state; /* what the transport's open op stored */
+} nl__conn_tp_t;
+
+/* The transport's state slot of c, which must have a transport. */
+static inline void **nl__conn_tp_state(nl_conn_t *c)
+{
+    return &((nl__conn_tp_t *)c)->state;
+}
 
 /* Blocks queued behind (and between) owned output bytes. Entry i is written after pre bytes
  * of the output buffer that precede it; bytes of the output buffer beyond the sum of all pre
@@ -184,6 +199,13 @@ typedef struct nl__conn_loop_s {
     uint32_t read_len;
     uint32_t read_cap;
     bool is_read_posted;
+    /* Connections closed and not yet finished, in the order they closed (linked by
+     * next_closing). One deferred finish per loop runs them all at the end of the iteration:
+     * a connection needs one link for it instead of a deferred slot of its own. */
+    nl_conn_t *closing_head;
+    nl_conn_t *closing_tail;
+    nl__deferred_t closing_finish;
+    bool is_closing_queued; /* closing_finish is on the loop's deferred list */
     nl_conn_loop_stats_t stats;
 } nl__conn_loop_t;
 

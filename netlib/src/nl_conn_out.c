@@ -389,7 +389,7 @@ enum {
  * it was given means nothing of its own is left either. */
 static ssize_t out_tp_writev(nl_conn_t *c, const struct iovec *iov, int cnt, size_t total)
 {
-    ssize_t n = c->desc->tp->writev(c, c->tp_state, iov, cnt);
+    ssize_t n = c->desc->tp->writev(c, *nl__conn_tp_state(c), iov, cnt);
     if (n >= 0 && (size_t)n == total)
         c->flags &= (uint16_t)~NL__CONN_TP_WANT_WRITE;
     return n;

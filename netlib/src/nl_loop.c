@@ -207,28 +207,36 @@ int nl_io_fd(const nl_io_t *io)
     return io->fd;
 }
 
+/* A heap io: the watcher and the slot that defers its finish. Embedded ios (connections,
+ * listeners) are finished by their containers and do without the slot. */
+typedef struct io_heap_s {
+    nl_io_t io;
+    nl__deferred_t deferred;
+} io_heap_t;
+
 int nl_io_new(nl_io_t **out, nl_loop_t *loop, int fd, nl_io_event_cb cb, void *arg)
 {
     NL_ASSERT_OWNER(loop);
-    nl_io_t *io = malloc(sizeof(*io));
-    if (!io)
+    io_heap_t *h = malloc(sizeof(*h));
+    if (!h)
         return -ENOMEM;
-    nl__io_init(io, loop, fd, cb, arg);
-    io->is_embedded = 0;
+    nl__io_init(&h->io, loop, fd, cb, arg);
+    h->io.is_embedded = 0;
     nl__loop_handle_opened(loop);
-    *out = io;
+    *out = &h->io;
     return 0;
 }
 
 static void io_finish(nl__deferred_t *d)
 {
-    nl_io_t *io = (nl_io_t *)((char *)d - offsetof(nl_io_t, deferred));
+    io_heap_t *h = (io_heap_t *)((char *)d - offsetof(io_heap_t, deferred));
+    nl_io_t *io = &h->io;
     nl_loop_t *loop = io->loop;
     if (io->u.close_cb)
         io->u.close_cb(io, io->arg);
     nl__loop_handle_closed(loop);
-    nl__poison(io, sizeof(*io));
-    free(io);
+    nl__poison(h, sizeof(*h));
+    free(h);
 }
 
 void nl_io_close(nl_io_t *io, nl_io_close_cb close_cb)
@@ -239,8 +247,9 @@ void nl_io_close(nl_io_t *io, nl_io_close_cb close_cb)
         return;
     nl__io_deinit(io);
     io->u.close_cb = close_cb;
-    io->deferred.finish = io_finish;
-    nl__loop_defer(io->loop, &io->deferred);
+    io_heap_t *h = (io_heap_t *)io; /* io is h's first member */
+    h->deferred.finish = io_finish;
+    nl__loop_defer(io->loop, &h->deferred);
 }
 
 /* --- handles, modules, deferred finishes -------------------------------------------------- */

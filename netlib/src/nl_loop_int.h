@@ -23,8 +23,10 @@ typedef struct nl__deferred_s {
     void (*finish)(struct nl__deferred_s *d);
 } nl__deferred_t;
 
-/* An fd watcher. Public nl_io_new allocates one; netlib modules embed one (nl__io_init) to
- * save an allocation per connection. epoll's data.ptr points at it. */
+/* An fd watcher. Public nl_io_new allocates one (with the deferred slot nl_io_close needs,
+ * nl_loop.c); netlib modules embed one (nl__io_init) to save an allocation per connection and
+ * finish it with their container, so the embedded io carries no slot of its own. epoll's
+ * data.ptr points at it. */
 struct nl_io_s {
     nl_loop_t *loop;
     /* The event callback until nl_io_close, the close callback after: a closing io gets no
@@ -35,7 +37,6 @@ struct nl_io_s {
         nl_io_close_cb close_cb;
     } u;
     void *arg;
-    nl__deferred_t deferred; /* used by nl_io_close on a heap io */
     int fd;
     uint8_t interest;   /* what epoll has registered now: NL_READ | NL_WRITE | NL_EDGE */
     uint8_t is_added;   /* fd is in the epoll set */

@@ -127,7 +127,7 @@ static void conn_handshake_done(nl_conn_t *c)
 
 void nl__conn_handshake(nl_conn_t *c)
 {
-    int rc = c->desc->tp->handshake(c, c->tp_state);
+    int rc = c->desc->tp->handshake(c, *nl__conn_tp_state(c));
     if (c->state == NL_CONN_DISCONNECTED)
         return; /* the transport (or a timer it ran) closed it */
     if (rc < 0) {
@@ -200,7 +200,7 @@ void nl__conn_read_pending(nl_conn_t *c)
     const nl_transport_t *tp = c->desc->tp;
     if (c->state == NL_CONN_DISCONNECTED || !tp->has_pending || !nl__conn_wants_read(c))
         return;
-    if (tp->has_pending(c, c->tp_state))
+    if (tp->has_pending(c, *nl__conn_tp_state(c)))
         conn_read_soon(c);
 }
 
@@ -209,7 +209,8 @@ void nl__conn_read_pending(nl_conn_t *c)
 void *nl_conn_transport_state(const nl_conn_t *c)
 {
     NL_ASSERT_OWNER(c->io.loop);
-    return c->tp_state;
+    /* Plain TCP connections have no state slot (nl__conn_tp_t). */
+    return c->desc->tp ? ((const nl__conn_tp_t *)c)->state : NULL;
 }
 
 void nl_conn_transport_set_fd_writes(nl_conn_t *c, bool on)

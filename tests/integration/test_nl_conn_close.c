@@ -1,8 +1,9 @@
 /*
  * test_nl_conn_close: closing a connection from inside its own callback (freed only after the
- * callback returns), double close, nl_conn_send_to for a closed id and from another thread,
- * and who holds a shared block's references through send, flush and close, end to end on
- * loopback with the shared environment of nl_test_env.
+ * callback returns), double close, several closes finished in one iteration in order,
+ * nl_conn_send_to for a closed id and from another thread, and who holds a shared block's
+ * references through send, flush and close, end to end on loopback with the shared environment of
+ * nl_test_env.
  *
  * Nothing sleeps: each test runs the main loop until a predicate holds, with a deadline timer
  * that fails it instead of hanging.
@@ -423,6 +424,103 @@ static void test_nl_conn_block_refs(void **state)
     assert_false(t.is_wrong_byte);
 }
 
+/* --- several closes in one iteration -------------------------------------------------------- */
+
+/* Three server connections closed in one iteration, the third from the first's on_close: each
+ * on_close runs once, in the order the connections closed, all at the end of that same
+ * iteration (the loop's before-sleep hooks had run once more, no more). */
+#define MCL_CONNS 3
+
+typedef struct mcl_s {
+    nl_conn_t *srv[MCL_CONNS];
+    int srv_count;
+    uint64_t sleeps;          /* before-sleep hook runs on the main loop */
+    uint64_t sleeps_at_close; /* when the first two were closed */
+    uint64_t ids[MCL_CONNS];  /* server connection ids, in accept order */
+    uint64_t closed_ids[MCL_CONNS];
+    uint64_t closed_sleeps[MCL_CONNS];
+    int closes;
+    int cli_closes;
+} mcl_t;
+
+static void mcl_hook(nl_loop_t *loop, void *arg)
+{
+    NL_UNUSED(loop);
+    test_env_t *e = arg;
+    if (e->test)
+        ((mcl_t *)e->test)->sleeps++;
+}
+
+static void mcl_srv_connected(nl_conn_t *c)
+{
+    test_env_t *e = nl_conn_ctx(c);
+    mcl_t *t = e->test;
+    t->ids[t->srv_count] = nl_conn_id(c);
+    t->srv[t->srv_count++] = c;
+    if (t->srv_count < MCL_CONNS)
+        return;
+    t->sleeps_at_close = t->sleeps;
+    nl_conn_close(t->srv[0], 0);
+    nl_conn_close(t->srv[1], 0);
+    /* Both stay valid, out of the table, until the iteration ends. */
+    assert_int_equal(nl_conn_state(t->srv[0]), NL_CONN_DISCONNECTED);
+    assert_null(nl_conn_lookup(e->loop, t->ids[1]));
+}
+
+static void mcl_srv_close(nl_conn_t *c, int reason)
+{
+    test_env_t *e = nl_conn_ctx(c);
+    mcl_t *t = e->test;
+    assert_int_equal(reason, 0);
+    assert_true(t->closes < MCL_CONNS);
+    t->closed_ids[t->closes] = nl_conn_id(c);
+    t->closed_sleeps[t->closes] = t->sleeps;
+    t->closes++;
+    if (c == t->srv[0])
+        nl_conn_close(t->srv[2], 0);
+}
+
+static const nl_conn_cbs_t mcl_srv_cbs = {
+    .on_connected = mcl_srv_connected,
+    .on_close = mcl_srv_close,
+};
+
+static void mcl_cli_close(nl_conn_t *c, int reason)
+{
+    mcl_t *t = nl_conn_ctx(c);
+    NL_UNUSED(reason);
+    t->cli_closes++;
+    nl_client_close(nl_client_of(c));
+}
+
+static const nl_conn_cbs_t mcl_cli_cbs = {
+    .on_close = mcl_cli_close,
+};
+
+static bool mcl_done(test_env_t *e)
+{
+    mcl_t *t = e->test;
+    return t->closes == MCL_CONNS && t->cli_closes == MCL_CONNS;
+}
+
+static void test_nl_conn_close_several_in_one_iteration(void **state)
+{
+    test_env_t *e = *state;
+    mcl_t t = {0};
+    e->test = &t;
+    assert_int_equal(nl_loop_add_before_sleep(e->loop, mcl_hook, e), 0);
+    test_env_serve(e, 0, &mcl_srv_cbs, 0);
+    for (int i = 0; i < MCL_CONNS; i++)
+        test_env_client(e, &mcl_cli_cbs, &t);
+    test_env_run_until(e, mcl_done);
+    assert_int_equal(t.closes, MCL_CONNS);
+    for (int i = 0; i < MCL_CONNS; i++) {
+        assert_int_equal(t.closed_ids[i], t.ids[i]);
+        assert_int_equal(t.closed_sleeps[i], t.sleeps_at_close + 1);
+    }
+    e->test = NULL;
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -433,6 +531,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_nl_conn_send_to_from_other_thread, test_env_setup,
                                         test_env_teardown),
         cmocka_unit_test_setup_teardown(test_nl_conn_block_refs, test_env_setup, test_env_teardown),
+        cmocka_unit_test_setup_teardown(test_nl_conn_close_several_in_one_iteration, test_env_setup,
+                                        test_env_teardown),
     };
     /* TEST_FILTER=<glob> runs only the matching tests (debugging). */
     if (getenv("TEST_FILTER"))
