@@ -18,6 +18,19 @@
 
 /* --- the run's context --------------------------------------------------------------------- */
 
+/* OpenSSL fills some of a certificate's derived fields on first use (its extensions' cache,
+ * under the certificate's lock, read by later checks without it). The IO threads share the
+ * store's CA certificates, so they are filled here, before any thread verifies with them. */
+static void tls_store_warm(SSL_CTX *ctx)
+{
+    STACK_OF(X509_OBJECT) *objs = X509_STORE_get0_objects(SSL_CTX_get_cert_store(ctx));
+    for (int i = 0; i < sk_X509_OBJECT_num(objs); i++) {
+        X509 *x = X509_OBJECT_get0_X509(sk_X509_OBJECT_value(objs, i));
+        if (x)
+            (void)X509_check_purpose(x, -1, 0);
+    }
+}
+
 int lg_tls_ctx_new(lg_transport_t *t, const char *ca_file, char *err, size_t err_len)
 {
     SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
@@ -45,6 +58,7 @@ int lg_tls_ctx_new(lg_transport_t *t, const char *ca_file, char *err, size_t err
         return -EINVAL;
     }
     SSL_CTX_set_verify(ctx, t->is_tls_insecure ? SSL_VERIFY_NONE : SSL_VERIFY_PEER, NULL);
+    tls_store_warm(ctx);
     t->ssl_ctx = ctx;
     return 0;
 }
