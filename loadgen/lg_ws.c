@@ -2,9 +2,9 @@
  * lg_ws: WebSocket client frames and transport (see lg_ws.h; the handshake's request and
  * checks: lg_ws_upgrade.c).
  *
- * Libraries. The server's frames are read by libwslay's frame parser (wslay_frame_recv, its
- * recv callback handing over bytes the transport read), as herald's gw_ws.c reads the
- * client's; the 101 answer by libhttp-parser (lg_ws_upgrade.c).
+ * Libraries. The server's frames are read by proto_ws (libwslay's frame parser underneath),
+ * the reader herald's gw_ws.c reads the client's with; the 101 answer by libhttp-parser
+ * (lg_ws_upgrade.c).
  *
  * Client frames are built here (lg_ws_frame_header, lg_ws_mask), not by wslay_frame_send,
  * which cannot keep what this output needs:
@@ -23,17 +23,15 @@
  * Its genmask callback would have served (the key comes from the seed and the frame number,
  * lg_ws_mask_key); the rest would not. gw_ws.c builds its server frames itself too.
  *
- * Memory per connection: this struct (352 bytes on x86-64) and, only while they hold bytes, the
- * parser context of a frame that arrived in part and the buffer of a fragmented message.
- * libwslay's context carries a 4 KiB read-ahead buffer, too much for each of 100,000 idle
- * clients, so each thread parses with one context of its own and a connection takes it away
- * only while it stops inside a frame, as gw_ws.c does. Reads land in a per-thread scratch
- * area, writes are built in another: an idle client holds no buffer.
+ * Memory per connection: this struct and, only while they hold bytes, the parser context of a
+ * frame that arrived in part and the buffer of a fragmented message (proto_ws lends a
+ * connection its thread's 4 KiB libwslay context only while it stops inside a frame). Reads
+ * land in a per-thread scratch area, writes are built in another: an idle client holds no
+ * buffer.
  */
 #include "lg_ws.h"
 
 #include <errno.h>
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,7 +40,6 @@
 
 #include <openssl/evp.h>
 #include <openssl/rand.h>
-#include <wslay/wslay.h>
 
 #include "lg_tls.h"
 #include "lg_transport.h"
@@ -50,6 +47,7 @@
 #include "netlib/nl_buf.h"
 #include "netlib/nl_common.h"
 #include "proto_frame.h"
+#include "proto_ws.h"
 
 /* The upgrade request, then the answer's header, live in one buffer this big. */
 #define WS_HANDSHAKE_MAX 4096
@@ -131,7 +129,6 @@ typedef struct ws_state_s {
     lg_tls_conn_t tls;    /* wss only */
     bool is_tls;
     bool is_closed;        /* a close frame came (answered), or the stream ended: input over */
-    bool is_in_message;    /* a fragmented message is being put together in msg */
     bool is_write_pending; /* TLS: a write stopped short, its bytes must come first again */
     bool is_close_sent;    /* shutdown queued our close frame */
     uint8_t phase;         /* WS_* above */
@@ -139,18 +136,8 @@ typedef struct ws_state_s {
     char *hs; /* the request being written, then the answer being read */
     uint32_t hs_len;
     uint32_t hs_off;
-    nl_buf_t raw; /* server bytes that came with the answer, not parsed yet */
-    nl_buf_t msg; /* a fragmented message so far */
-
-    /* Input. ctx: libwslay's parser while this connection stops inside a frame (else the
-     * thread's is used). fed: bytes handed to a parser that no finished frame accounts for;
-     * frame_off: payload bytes of the current frame seen so far; ctl_in: a control frame's
-     * payload while it comes in pieces. */
-    wslay_frame_context_ptr ctx;
-    uint64_t fed;
-    uint64_t frame_off;
-    uint8_t *ctl_in;
-    uint8_t ctl_in_len;
+    nl_buf_t raw;         /* server bytes that came with the answer, not parsed yet */
+    proto_ws_reader_t rd; /* the server's frames: parser, a message put together */
 
     /* Output. out_left payload bytes of the current frame are still to come from netlib's
      * stream, masked with mask from byte mask_off on. own holds what of a frame header the
@@ -255,7 +242,7 @@ static int ws_open(nl_conn_t *c, void *arg, bool is_client, void **state)
     ws->is_tls = t->kind == LG_TRANSPORT_WSS;
     ws->phase = ws->is_tls ? WS_TLS_HANDSHAKE : WS_REQUEST;
     nl_buf_init(&ws->raw, 0);
-    nl_buf_init(&ws->msg, 0);
+    proto_ws_reader_init(&ws->rd);
     uint8_t nonce[16];
     int rc = -ENOMEM;
     if (RAND_bytes(nonce, sizeof(nonce)) != 1 ||
@@ -381,254 +368,51 @@ out:
 
 /* --- input ------------------------------------------------------------------------------------ */
 
-/* What the parser reads from: the bytes of the current read. */
-typedef struct ws_feed_s {
-    ws_state_t *ws;
-    const uint8_t *p;
-    size_t len;
-} ws_feed_t;
-
-typedef struct ws_thread_s {
-    ws_feed_t feed;
-    wslay_frame_context_ptr spare; /* the thread's parser, when no connection holds it */
-} ws_thread_t;
-
-static pthread_key_t ws_thread_key;
-static pthread_once_t ws_once = PTHREAD_ONCE_INIT;
-
-static void ws_thread_free(void *arg)
+/* A whole control frame (proto_ws_control_cb). Returns 1, or 0 after a close (is_closed). */
+static int ws_control(void *arg, uint8_t opcode, const uint8_t *p, size_t len)
 {
-    ws_thread_t *t = arg;
-    if (t->spare)
-        wslay_frame_context_free(t->spare);
-    free(t);
-}
-
-static void ws_init_once(void)
-{
-    (void)pthread_key_create(&ws_thread_key, ws_thread_free);
-}
-
-/* The thread's parser state, made on first use and freed when the thread ends. NULL on
- * ENOMEM. */
-static ws_thread_t *ws_thread(void)
-{
-    pthread_once(&ws_once, ws_init_once);
-    ws_thread_t *t = pthread_getspecific(ws_thread_key);
-    if (!t) {
-        t = calloc(1, sizeof(*t));
-        if (t && pthread_setspecific(ws_thread_key, t) != 0) {
-            free(t);
-            t = NULL;
-        }
-    }
-    return t;
-}
-
-/* libwslay asks for bytes: the feed's, counted as held by the parser until a frame ends. */
-static ssize_t ws_recv_cb(uint8_t *buf, size_t len, int flags, void *user_data)
-{
-    NL_UNUSED(flags);
-    ws_feed_t *f = user_data;
-    size_t n = len < f->len ? len : f->len;
-    if (n == 0)
-        return -1; /* libwslay: want read */
-    memcpy(buf, f->p, n);
-    f->p += n;
-    f->len -= n;
-    f->ws->fed += n;
-    return (ssize_t)n;
-}
-
-static ssize_t ws_send_cb(const uint8_t *data, size_t len, int flags, void *user_data)
-{
-    NL_UNUSED(data);
-    NL_UNUSED(len);
-    NL_UNUSED(flags);
-    NL_UNUSED(user_data);
-    return -1; /* never sends: client frames are built by ws_out_build */
-}
-
-static const struct wslay_frame_callbacks ws_callbacks = {
-    .send_callback = ws_send_cb,
-    .recv_callback = ws_recv_cb,
-};
-
-/* The parser for ws: its own if it holds one, else the thread's. NULL on ENOMEM. */
-static wslay_frame_context_ptr ws_parser(ws_thread_t *t, ws_state_t *ws)
-{
-    if (ws->ctx)
-        return ws->ctx;
-    if (!t->spare && wslay_frame_context_init(&t->spare, &ws_callbacks, &t->feed) != 0)
-        t->spare = NULL;
-    return t->spare;
-}
-
-/* After parsing: a parser that stopped inside a frame, or after an error or a close frame
- * with bytes behind it, stays with ws (ws_free frees it); a clean one goes back to the thread
- * (or is freed when the thread has one). */
-static void ws_parser_settle(ws_thread_t *t, ws_state_t *ws, wslay_frame_context_ptr ctx,
-                             bool is_broken)
-{
-    bool is_inside = ws->fed > 0 || is_broken;
-    if (ctx == t->spare) {
-        if (is_inside) {
-            ws->ctx = ctx;
-            t->spare = NULL;
-        }
-        return;
-    }
-    if (!is_inside) {
-        ws->ctx = NULL;
-        if (t->spare)
-            wslay_frame_context_free(ctx);
-        else
-            t->spare = ctx;
-    }
-}
-
-/* Header bytes of a server frame with this payload length (never masked; libwslay refuses a
- * length in a longer form than it needs, so the length alone says). */
-static uint64_t ws_header_len(uint64_t payload_len)
-{
-    return 2 + (payload_len < 126 ? 0 : payload_len <= 0xffff ? 2 : 8);
-}
-
-/* Appends a varint of len to the input: a message's bytes follow, as the TCP stream carries
- * them. */
-static int ws_put_length(nl_buf_t *in, uint64_t len)
-{
-    uint8_t prefix[PROTO_VARINT_MAX_BYTES];
-    size_t n = proto_varint_put(prefix, len);
-    return nl_buf_append(in, prefix, n);
-}
-
-/* A whole control frame (payload p[0..len)). */
-static void ws_control(ws_state_t *ws, uint8_t opcode, const uint8_t *p, size_t len)
-{
-    if (opcode == WSLAY_PING) {
+    ws_state_t *ws = arg;
+    if (opcode == PROTO_WS_PING) {
         ws_queue_control(ws, LG_WS_PONG, p, len);
-    } else if (opcode == WSLAY_CONNECTION_CLOSE) {
+    } else if (opcode == PROTO_WS_CLOSE) {
         /* The server's close: echo its code, and the stream ends. */
         ws->is_closed = true;
         ws_queue_control(ws, LG_WS_CLOSE, p, len >= 2 ? 2 : 0);
+        return 0;
     }
+    return 1;
 }
 
-/* One piece of a control frame (at most 125 bytes, never fragmented: libwslay checks).
- * Returns 0 or -ENOMEM. */
-static int ws_control_piece(ws_state_t *ws, const struct wslay_frame_iocb *io, bool is_first,
-                            bool is_last)
+/* A broken frame (proto_ws_error_cb): -EMSGSIZE for a frame over the limit (even one that is
+ * also wrong otherwise, once its mask and reserved bits pass), -EPROTO for anything else. */
+static int ws_broken(void *arg, proto_ws_err_t err, uint64_t payload_len)
 {
-    if (is_first && is_last) {
-        ws_control(ws, io->opcode, io->data, io->data_length);
-        return 0;
-    }
-    if (!ws->ctl_in && (ws->ctl_in = malloc(125)) == NULL)
-        return -ENOMEM;
-    memcpy(ws->ctl_in + ws->ctl_in_len, io->data, io->data_length);
-    ws->ctl_in_len = (uint8_t)(ws->ctl_in_len + io->data_length);
-    if (is_last) {
-        ws_control(ws, io->opcode, ws->ctl_in, ws->ctl_in_len);
-        free(ws->ctl_in);
-        ws->ctl_in = NULL;
-        ws->ctl_in_len = 0;
-    }
-    return 0;
-}
-
-/* The first piece of a frame: what RFC 6455 and herald.v1 allow. Returns 0 or -errno. */
-static int ws_frame_start(ws_state_t *ws, const struct wslay_frame_iocb *io, nl_buf_t *in)
-{
-    if (io->mask || io->rsv)
-        return -EPROTO; /* a server never masks (RFC 6455 5.1), and we asked no extension */
-    if (io->payload_length > WS_MESSAGE_MAX)
-        return -EMSGSIZE;
-    switch (io->opcode) {
-    case WSLAY_BINARY_FRAME:
-        if (ws->is_in_message)
-            return -EPROTO;
-        if (!io->fin) {
-            ws->is_in_message = true;
-            return 0;
-        }
-        return ws_put_length(in, io->payload_length); /* the payload follows it */
-    case WSLAY_CONTINUATION_FRAME:
-        if (!ws->is_in_message)
-            return -EPROTO;
-        if (nl_buf_readable(&ws->msg) + io->payload_length > WS_MESSAGE_MAX)
-            return -EMSGSIZE;
-        return 0;
-    case WSLAY_CONNECTION_CLOSE:
-    case WSLAY_PING:
-    case WSLAY_PONG:
-        return 0;
-    default: /* text, or a reserved opcode: herald.v1 speaks binary only */
+    NL_UNUSED(arg);
+    if (err == PROTO_WS_ERR_FRAME || err == PROTO_WS_ERR_MASK || err == PROTO_WS_ERR_RSV)
         return -EPROTO;
-    }
+    return err == PROTO_WS_ERR_TOO_BIG || payload_len > WS_MESSAGE_MAX ? -EMSGSIZE : -EPROTO;
 }
 
-/* One piece of a frame, as libwslay hands it over. Returns 0 or -errno. */
-static int ws_piece(ws_state_t *ws, const struct wslay_frame_iocb *io, nl_buf_t *in)
-{
-    bool is_first = ws->frame_off == 0;
-    if (is_first) {
-        int rc = ws_frame_start(ws, io, in);
-        if (rc < 0)
-            return rc;
-    }
-    ws->frame_off += io->data_length;
-    bool is_last = ws->frame_off == io->payload_length;
-    if (is_last) {
-        ws->fed -= ws_header_len(io->payload_length) + io->payload_length;
-        ws->frame_off = 0;
-    }
-    if (io->opcode & 0x8)
-        return ws_control_piece(ws, io, is_first, is_last);
-    if (!ws->is_in_message) /* an unfragmented binary frame: straight into the input */
-        return io->data_length ? nl_buf_append(in, io->data, io->data_length) : 0;
-    int err = io->data_length ? nl_buf_append(&ws->msg, io->data, io->data_length) : 0;
-    if (err < 0 || !is_last || !io->fin)
-        return err;
-    size_t len = nl_buf_readable(&ws->msg);
-    err = ws_put_length(in, len);
-    if (err == 0 && len > 0)
-        err = nl_buf_append(in, nl_buf_peek(&ws->msg), len);
-    nl_buf_retrieve_all(&ws->msg);
-    nl_buf_release(&ws->msg);
-    ws->is_in_message = false;
-    return err;
-}
-
-/* Parses the feed's bytes (and what the parser holds) until it wants more or the input is
+/* Parses the bytes p[0..len) (and what the parser holds) until they run out or the input is
  * over (is_closed). Returns the bytes appended to in, or -errno. */
-static ssize_t ws_parse(ws_thread_t *t, ws_state_t *ws, nl_buf_t *in)
+static ssize_t ws_parse(ws_state_t *ws, const uint8_t *p, size_t len, nl_buf_t *in)
 {
-    wslay_frame_context_ptr ctx = ws_parser(t, ws);
-    if (!ctx)
-        return -ENOMEM;
-    size_t before = nl_buf_readable(in);
-    int rc = 0;
-    while (!ws->is_closed) {
-        struct wslay_frame_iocb io;
-        ssize_t r = wslay_frame_recv(ctx, &io);
-        if (r == WSLAY_ERR_WANT_READ)
-            break;
-        rc = r < 0 ? -EPROTO : ws_piece(ws, &io, in);
-        if (rc < 0)
-            break;
-    }
-    ws_parser_settle(t, ws, ctx, rc < 0);
-    return rc < 0 ? rc : (ssize_t)(nl_buf_readable(in) - before);
+    static const proto_ws_read_opts_t opts_base = {
+        .max_message_bytes = WS_MESSAGE_MAX,
+        .on_control = ws_control,
+        .on_error = ws_broken,
+    };
+    proto_ws_read_opts_t opts = opts_base;
+    opts.arg = ws;
+    /* The parser takes every byte unless the input ended (a close frame) or broke: what is
+     * left then is never read. */
+    return proto_ws_read(&ws->rd, &opts, &p, &len, in);
 }
 
 static ssize_t ws_read(nl_conn_t *c, void *state, nl_buf_t *in)
 {
     NL_UNUSED(c);
     ws_state_t *ws = state;
-    ws_thread_t *t = ws_thread();
-    if (!t)
-        return -ENOMEM;
     /* Reads until a message (or part of one) came or the socket is drained: -EAGAIN must mean
      * drained (the fd is edge-triggered), so a read that brought only part of a frame's
      * header, a ping or a pong reads again. */
@@ -636,28 +420,21 @@ static ssize_t ws_read(nl_conn_t *c, void *state, nl_buf_t *in)
         if (ws->is_closed)
             return 0;
         /* Bytes that came with the answer first, then the socket. */
-        bool is_raw = nl_buf_readable(&ws->raw) > 0;
-        if (is_raw) {
-            t->feed = (ws_feed_t){.ws = ws,
-                                  .p = (const uint8_t *)nl_buf_peek(&ws->raw),
-                                  .len = nl_buf_readable(&ws->raw)};
+        ssize_t rc;
+        if (nl_buf_readable(&ws->raw) > 0) {
+            rc =
+                ws_parse(ws, (const uint8_t *)nl_buf_peek(&ws->raw), nl_buf_readable(&ws->raw), in);
+            nl_buf_retrieve_all(&ws->raw);
+            nl_buf_release(&ws->raw);
         } else {
             ssize_t n = ws_lower_read(ws, ws_in_scratch, sizeof(ws_in_scratch));
-            if (n == 0 && ws->fed > 0)
+            if (n == 0 && proto_ws_reader_is_inside(&ws->rd))
                 return -ECONNRESET; /* the stream ended inside a frame */
             if (n == 0)
                 ws->is_closed = true; /* the end of the stream, between two frames */
             if (n <= 0)
                 return n;
-            t->feed = (ws_feed_t){.ws = ws, .p = ws_in_scratch, .len = (size_t)n};
-        }
-        /* The parser takes the whole feed unless the input ended (a close frame) or broke:
-         * what is left then is never read. */
-        ssize_t rc = ws_parse(t, ws, in);
-        t->feed = (ws_feed_t){0};
-        if (is_raw) {
-            nl_buf_retrieve_all(&ws->raw);
-            nl_buf_release(&ws->raw);
+            rc = ws_parse(ws, ws_in_scratch, (size_t)n, in);
         }
         if (rc != 0 || ws->is_closed)
             return rc;
@@ -932,10 +709,7 @@ static void ws_free(nl_conn_t *c, void *state)
     if (ws->is_tls)
         lg_tls_conn_deinit(&ws->tls);
     nl_buf_deinit(&ws->raw);
-    nl_buf_deinit(&ws->msg);
-    if (ws->ctx)
-        wslay_frame_context_free(ws->ctx);
-    free(ws->ctl_in);
+    proto_ws_reader_deinit(&ws->rd);
     free(ws->hs);
     free(ws);
 }

@@ -3,26 +3,22 @@
  * gw_transport.h for what it does; nl_transport.h for the seam it sits on.
  *
  * Input. Raw bytes are read from the socket (or TLS) into a per-thread scratch area and fed
- * to libwslay's frame parser, which unmasks payloads and hands them back in pieces. A final,
- * unfragmented binary frame goes straight into the session's input buffer behind a varint of
- * its length, the form the TCP stream has, so the session reads one format. A fragmented
- * message is put together first (its length is known only at its end). Pings are answered
- * with a pong, a close frame with a close frame and the end of the stream; anything RFC 6455
- * forbids (an unmasked frame, reserved bits or opcodes, a continuation out of place) closes
- * with 1002, a text message with 1003, a message over the frame limit with 1009 (checked on
- * the frame's header, before its payload is read).
+ * to the connection's WebSocket frame reader (proto_ws, over libwslay's parser), which unmasks
+ * payloads and puts each binary message into the session's input buffer behind a varint of
+ * its length, the form the TCP stream has, so the session reads one format. Pings are
+ * answered with a pong, a close frame with a close frame and the end of the stream; anything
+ * RFC 6455 forbids (an unmasked frame, reserved bits or opcodes, a continuation out of place)
+ * closes with 1002, a text message with 1003, a message over the frame limit with 1009
+ * (checked on the frame's header, before its payload is read): ws_errors maps the reader's
+ * verdicts.
  *
- * Memory. libwslay's parser context carries a 4 KiB read-ahead buffer, too much to keep per
- * idle connection. So each IO thread parses with one context of its own, and a connection
- * takes a context away only while it stops inside a frame (its bytes are in that context's
- * buffer): we count the bytes handed to the parser against the bytes of the frames it
- * finished, and when they are equal the context holds nothing of the connection and goes
- * back to the thread. An idle connection holds this struct only; raw bytes not parsed yet
- * (the rest of a read that stopped because the session's input was full) sit in a buffer
- * that has storage only while it has bytes. In its opening handshake a connection holds the
- * upgrade, whose buffer is as large as what the client sent (gw_ws_upgrade.c), and over TLS
- * gw_tls's state, which has no SSL before the client's first record: one that connects and
- * sends nothing costs a few hundred bytes until its deadline.
+ * Memory. The reader lends itself libwslay's 4 KiB parser context from its thread only while
+ * it stops inside a frame (proto_ws.h). An idle connection holds this struct only; raw bytes
+ * not parsed yet (the rest of a read that stopped because the session's input was full) sit
+ * in a buffer that has storage only while it has bytes. In its opening handshake a connection
+ * holds the upgrade, whose buffer is as large as what the client sent (gw_ws_upgrade.c), and
+ * over TLS gw_tls's state, which has no SSL before the client's first record: one that
+ * connects and sends nothing costs a few hundred bytes until its deadline.
  *
  * Back-pressure. The session's input buffer has room for one frame of the largest size (its
  * cap), so a message is parsed only when the input has room for the largest one: the rest of
@@ -39,24 +35,21 @@
 #include "gw_transport.h"
 
 #include <errno.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-
-#include <wslay/wslay.h>
 
 #include "gw_transport_int.h"
 #include "netlib/nl_common.h"
 #include "netlib/nl_log.h"
 #include "proto_frame.h"
+#include "proto_ws.h"
 
 /* ws->flags */
 #define WS_TLS_DONE 0x01u   /* wss: the TLS handshake is done */
 #define WS_CLOSING 0x02u    /* a close frame went out: input is over */
 #define WS_CLOSE_SENT 0x04u /* shutdown: the close frame is written */
-#define WS_STOPPED 0x08u    /* parsing stopped with bytes left (the input was full) */
-#define WS_IS_REFUSED 0x10u /* the upgrade is refused: write the answer, then fail */
+#define WS_IS_REFUSED 0x08u /* the upgrade is refused: write the answer, then fail */
 
 /* Tells a WebSocket connection's state from another transport's (gw_ws_set_close is called
  * with any connection of a ws listener, which is all the caller knows). */
@@ -66,129 +59,25 @@ typedef struct ws_conn_s {
     uint16_t magic; /* WS_MAGIC */
     gw_listener_t *l;
     nl_conn_t *c;
-    gw_tls_conn_t *tls;          /* wss: the TLS under it; NULL: plain TCP */
-    gw_ws_upgrade_t *up;         /* the opening handshake, while it runs */
-    gw_hs_t hs;                  /* the handshake's deadline (TLS and upgrade) */
-    nl_buf_t raw;                /* read, not parsed yet; storage only while it has bytes */
-    nl_buf_t msg;                /* a fragmented message being put together */
-    wslay_frame_context_ptr ctx; /* its own parser while it is inside a frame */
-    uint64_t fed;       /* bytes handed to the parser that no finished frame accounts for */
-    uint64_t frame_off; /* payload bytes of the current frame seen so far */
+    gw_tls_conn_t *tls;   /* wss: the TLS under it; NULL: plain TCP */
+    gw_ws_upgrade_t *up;  /* the opening handshake, while it runs */
+    gw_hs_t hs;           /* the handshake's deadline (TLS and upgrade) */
+    nl_buf_t raw;         /* read, not parsed yet; storage only while it has bytes */
+    proto_ws_reader_t rd; /* the client's frames: parser, a message put together */
     const char *close_reason;
     char *out; /* shutdown: the close frame's unwritten rest */
     uint16_t out_len;
     uint16_t close_code; /* the orderly close's; 0: 1000 */
-    uint8_t msg_opcode;  /* the fragmented message's opcode; 0: none */
     uint8_t flags;
     uint8_t refusal; /* WS_IS_REFUSED: the gw_hs_fail_t */
-    uint8_t ctl_len; /* a control frame's payload put together (ctl) */
-    uint8_t *ctl;    /* its bytes while it spans reads; NULL otherwise */
 } ws_conn_t;
 
-/* --- the thread's parser --------------------------------------------------------------------- */
+/* --- the thread's scratch area ------------------------------------------------------------------
+ */
 
-/* What the parser reads from: the bytes of the current read. */
-typedef struct ws_feed_s {
-    ws_conn_t *ws;
-    const uint8_t *p;
-    size_t len;
-} ws_feed_t;
-
-typedef struct ws_thread_s {
-    ws_feed_t feed;
-    wslay_frame_context_ptr spare; /* the thread's parser, when no connection holds it */
-    uint8_t scratch[16384];        /* one TLS record, or one plain read */
-} ws_thread_t;
-
-static pthread_key_t ws_thread_key;
-static pthread_once_t ws_once = PTHREAD_ONCE_INIT;
-
-static void ws_thread_free(void *arg)
-{
-    ws_thread_t *t = arg;
-    if (t->spare)
-        wslay_frame_context_free(t->spare);
-    free(t);
-}
-
-static void ws_init_once(void)
-{
-    (void)pthread_key_create(&ws_thread_key, ws_thread_free);
-}
-
-static ws_thread_t *ws_thread(void)
-{
-    pthread_once(&ws_once, ws_init_once);
-    ws_thread_t *t = pthread_getspecific(ws_thread_key);
-    if (!t) {
-        t = calloc(1, sizeof(*t));
-        if (t && pthread_setspecific(ws_thread_key, t) != 0) {
-            free(t);
-            t = NULL;
-        }
-    }
-    return t;
-}
-
-/* libwslay asks for bytes: the feed's, counted as held by the parser until a frame ends. */
-static ssize_t ws_recv_cb(uint8_t *buf, size_t len, int flags, void *user_data)
-{
-    NL_UNUSED(flags);
-    ws_feed_t *f = user_data;
-    size_t n = len < f->len ? len : f->len;
-    if (n == 0)
-        return -1; /* libwslay: want read */
-    memcpy(buf, f->p, n);
-    f->p += n;
-    f->len -= n;
-    f->ws->fed += n;
-    return (ssize_t)n;
-}
-
-static ssize_t ws_send_cb(const uint8_t *data, size_t len, int flags, void *user_data)
-{
-    NL_UNUSED(data);
-    NL_UNUSED(len);
-    NL_UNUSED(flags);
-    NL_UNUSED(user_data);
-    return -1; /* never sends: output is framed by gw_ws_header */
-}
-
-static const struct wslay_frame_callbacks ws_callbacks = {
-    .send_callback = ws_send_cb,
-    .recv_callback = ws_recv_cb,
-};
-
-/* The parser for ws: its own if it holds one, else the thread's. NULL on ENOMEM. */
-static wslay_frame_context_ptr ws_parser(ws_thread_t *t, ws_conn_t *ws)
-{
-    if (ws->ctx)
-        return ws->ctx;
-    if (!t->spare && wslay_frame_context_init(&t->spare, &ws_callbacks, &t->feed) != 0)
-        t->spare = NULL;
-    return t->spare;
-}
-
-/* After parsing: a parser that stopped inside a frame stays with ws; a clean one goes back to
- * the thread (or is freed when the thread has its own). */
-static void ws_parser_settle(ws_thread_t *t, ws_conn_t *ws, wslay_frame_context_ptr ctx)
-{
-    bool is_inside = ws->fed > 0;
-    if (ctx == t->spare) {
-        if (is_inside) {
-            ws->ctx = ctx;
-            t->spare = NULL;
-        }
-        return;
-    }
-    if (!is_inside) {
-        ws->ctx = NULL;
-        if (t->spare)
-            wslay_frame_context_free(ctx);
-        else
-            t->spare = ctx;
-    }
-}
+/* One TLS record, or one plain read, or a piece of an upgrade request: what a read lands in
+ * before the frame reader (proto_ws) or the upgrade takes it. */
+static _Thread_local uint8_t ws_scratch[16384];
 
 /* --- output of its own ------------------------------------------------------------------------ */
 
@@ -211,8 +100,8 @@ static int ws_send_control(ws_conn_t *ws, uint8_t opcode, const void *payload, s
     frame[0] = (uint8_t)(0x80 | opcode);
     frame[1] = (uint8_t)len;
     memcpy(frame + 2, payload, len);
-    int err = opcode == WSLAY_PONG ? nl_conn_send_later(ws->c, frame, 2 + len)
-                                   : nl_conn_send(ws->c, frame, 2 + len);
+    int err = opcode == PROTO_WS_PONG ? nl_conn_send_later(ws->c, frame, 2 + len)
+                                      : nl_conn_send(ws->c, frame, 2 + len);
     if (err == -ENOBUFS)
         nl_conn_close(ws->c, -ENOBUFS);
     return err;
@@ -237,34 +126,13 @@ static ssize_t ws_fail(ws_conn_t *ws, gw_ws_err_t err, uint16_t code, const char
     uint8_t payload[125];
     size_t n = ws_close_payload(payload, code, reason);
     ws->flags |= WS_CLOSING;
-    if (ws_send_control(ws, WSLAY_CONNECTION_CLOSE, payload, n) < 0)
+    if (ws_send_control(ws, PROTO_WS_CLOSE, payload, n) < 0)
         return -EPIPE;
     ws->flags |= WS_CLOSE_SENT; /* the orderly close that follows sends no second one */
     return 0;
 }
 
 /* --- input ------------------------------------------------------------------------------------ */
-
-/* Header bytes of a client frame with this payload length (always masked: 4 key bytes). */
-static uint64_t ws_header_len(uint64_t payload_len)
-{
-    return 2 + (payload_len < 126 ? 0 : payload_len <= 0xffff ? 2 : 8) + 4;
-}
-
-/* Appends a whole message to the session's input: varint length, then the bytes. */
-static int ws_deliver(nl_buf_t *in, const void *payload, size_t len)
-{
-    uint8_t prefix[PROTO_VARINT_MAX_BYTES];
-    size_t n = proto_varint_put(prefix, len);
-    int err = nl_buf_ensure_writable(in, n + len);
-    if (err < 0)
-        return err;
-    memcpy(nl_buf_begin_write(in), prefix, n);
-    nl_buf_has_written(in, n);
-    if (len)
-        (void)nl_buf_append(in, payload, len);
-    return 0;
-}
 
 /* The largest message this connection may send: the listener's limit, but never more than
  * its input buffer holds. A reload that raises max_frame raises the listener's limit at once,
@@ -279,22 +147,16 @@ static uint64_t ws_max_message(const ws_conn_t *ws, const nl_buf_t *in)
     return max < fits ? max : fits;
 }
 
-/* Whether the session's input has room for a message of the largest size. */
-static bool ws_has_room(const ws_conn_t *ws, const nl_buf_t *in)
+/* A whole control frame (proto_ws_control_cb). Returns 1 to go on, or 0 when the input is
+ * over (a close: WS_CLOSING), or -errno. */
+static int ws_control(void *arg, uint8_t opcode, const uint8_t *p, size_t len)
 {
-    return (uint64_t)nl_buf_readable(in) + ws_max_message(ws, in) + PROTO_VARINT_MAX_BYTES <=
-           in->max_bytes;
-}
-
-/* A control frame is complete (payload in p[0..len)). Returns 1 to go on, or 0 when the
- * input is over (a close: WS_CLOSING), or -errno. */
-static ssize_t ws_control(ws_conn_t *ws, uint8_t opcode, const uint8_t *p, size_t len)
-{
-    if (opcode == WSLAY_PING) {
+    ws_conn_t *ws = arg;
+    if (opcode == PROTO_WS_PING) {
         gw_listener_count(&ws->l->n.ws_pings, 1);
-        return ws_send_control(ws, WSLAY_PONG, p, len) < 0 ? -EPIPE : 1;
+        return ws_send_control(ws, PROTO_WS_PONG, p, len) < 0 ? -EPIPE : 1;
     }
-    if (opcode == WSLAY_PONG)
+    if (opcode == PROTO_WS_PONG)
         return 1;
     /* A close: answered with the client's code (1000 without one), and the stream ends. */
     if (len == 1)
@@ -304,134 +166,52 @@ static ssize_t ws_control(ws_conn_t *ws, uint8_t opcode, const uint8_t *p, size_
     payload[0] = (uint8_t)(code >> 8);
     payload[1] = (uint8_t)code;
     ws->flags |= WS_CLOSING | WS_CLOSE_SENT;
-    return ws_send_control(ws, WSLAY_CONNECTION_CLOSE, payload, 2) < 0 ? -EPIPE : 0;
+    return ws_send_control(ws, PROTO_WS_CLOSE, payload, 2) < 0 ? -EPIPE : 0;
 }
 
-/* The first piece of a frame: what RFC 6455 and herald allow. Returns 1 to go on, or what
- * the read returns (a protocol error closes). */
-static ssize_t ws_frame_start(ws_conn_t *ws, const struct wslay_frame_iocb *io, nl_buf_t *in)
+/* How each broken frame is counted and closed (PROTOCOL.md 14, "Errors"). */
+static const struct {
+    gw_ws_err_t counter;
+    uint16_t code;
+    const char *reason;
+} ws_errors[] = {
+    [PROTO_WS_ERR_FRAME] = {GW_WS_ERR_PROTOCOL, GW_WS_CLOSE_PROTOCOL_ERROR, "bad frame"},
+    [PROTO_WS_ERR_MASK] = {GW_WS_ERR_PROTOCOL, GW_WS_CLOSE_PROTOCOL_ERROR, "unmasked frame"},
+    [PROTO_WS_ERR_RSV] = {GW_WS_ERR_PROTOCOL, GW_WS_CLOSE_PROTOCOL_ERROR, "reserved bits"},
+    [PROTO_WS_ERR_TEXT] = {GW_WS_ERR_TEXT, GW_WS_CLOSE_UNSUPPORTED_DATA,
+                           "herald.v1 speaks binary messages"},
+    [PROTO_WS_ERR_NESTED] = {GW_WS_ERR_PROTOCOL, GW_WS_CLOSE_PROTOCOL_ERROR,
+                             "a new message inside a fragmented one"},
+    [PROTO_WS_ERR_TOO_BIG] = {GW_WS_ERR_TOO_BIG, GW_WS_CLOSE_MESSAGE_TOO_BIG,
+                              "message over the frame limit"},
+    [PROTO_WS_ERR_ORPHAN] = {GW_WS_ERR_PROTOCOL, GW_WS_CLOSE_PROTOCOL_ERROR,
+                             "continuation without a message"},
+    [PROTO_WS_ERR_OPCODE] = {GW_WS_ERR_PROTOCOL, GW_WS_CLOSE_PROTOCOL_ERROR, "reserved opcode"},
+};
+
+/* A frame broke RFC 6455 or herald.v1 (proto_ws_error_cb): a close frame with its code, and
+ * the input is over. Returns 0, or -EPIPE. */
+static int ws_broken(void *arg, proto_ws_err_t err, uint64_t payload_len)
 {
-    uint64_t max = ws_max_message(ws, in);
-    if (!io->mask)
-        return ws_fail(ws, GW_WS_ERR_PROTOCOL, GW_WS_CLOSE_PROTOCOL_ERROR, "unmasked frame");
-    if (io->rsv)
-        return ws_fail(ws, GW_WS_ERR_PROTOCOL, GW_WS_CLOSE_PROTOCOL_ERROR, "reserved bits");
-    switch (io->opcode) {
-    case WSLAY_TEXT_FRAME:
-        return ws_fail(ws, GW_WS_ERR_TEXT, GW_WS_CLOSE_UNSUPPORTED_DATA,
-                       "herald.v1 speaks binary messages");
-    case WSLAY_BINARY_FRAME:
-        if (ws->msg_opcode)
-            return ws_fail(ws, GW_WS_ERR_PROTOCOL, GW_WS_CLOSE_PROTOCOL_ERROR,
-                           "a new message inside a fragmented one");
-        if (io->payload_length > max)
-            return ws_fail(ws, GW_WS_ERR_TOO_BIG, GW_WS_CLOSE_MESSAGE_TOO_BIG,
-                           "message over the frame limit");
-        if (!io->fin) {
-            ws->msg_opcode = WSLAY_BINARY_FRAME;
-            return 1;
-        }
-        /* Room was checked before the frame began: the payload follows its length. */
-        uint8_t prefix[PROTO_VARINT_MAX_BYTES];
-        size_t n = proto_varint_put(prefix, io->payload_length);
-        if (nl_buf_append(in, prefix, n) < 0)
-            return -ENOMEM;
-        return 1;
-    case WSLAY_CONTINUATION_FRAME:
-        if (!ws->msg_opcode)
-            return ws_fail(ws, GW_WS_ERR_PROTOCOL, GW_WS_CLOSE_PROTOCOL_ERROR,
-                           "continuation without a message");
-        if (nl_buf_readable(&ws->msg) + io->payload_length > max)
-            return ws_fail(ws, GW_WS_ERR_TOO_BIG, GW_WS_CLOSE_MESSAGE_TOO_BIG,
-                           "message over the frame limit");
-        return 1;
-    case WSLAY_CONNECTION_CLOSE:
-    case WSLAY_PING:
-    case WSLAY_PONG:
-        return 1;
-    default:
-        return ws_fail(ws, GW_WS_ERR_PROTOCOL, GW_WS_CLOSE_PROTOCOL_ERROR, "reserved opcode");
-    }
+    NL_UNUSED(payload_len);
+    return (int)ws_fail(arg, ws_errors[err].counter, ws_errors[err].code, ws_errors[err].reason);
 }
 
-/* One piece of a frame. Returns 1 to go on, 2 when a message went to the session, 0 when the
- * input is over (WS_CLOSING), or -errno. */
-static ssize_t ws_piece(ws_conn_t *ws, const struct wslay_frame_iocb *io, nl_buf_t *in)
+/* Parses the bytes p[0..len) (and what the parser holds) while the session's input has room.
+ * Returns the bytes appended to in, or a negative errno. Bytes it did not take are left in p
+ * and len; proto_ws_reader_is_stopped says it stopped for room, WS_CLOSING that the input is
+ * over. */
+static ssize_t ws_parse(ws_conn_t *ws, const uint8_t **p, size_t *len, nl_buf_t *in)
 {
-    bool is_first = ws->frame_off == 0;
-    if (is_first) {
-        ssize_t rc = ws_frame_start(ws, io, in);
-        if (rc != 1)
-            return rc;
-    }
-    ws->frame_off += io->data_length;
-    bool is_last = ws->frame_off == io->payload_length;
-    if (is_last) {
-        ws->fed -= ws_header_len(io->payload_length) + io->payload_length;
-        ws->frame_off = 0;
-    }
-    ssize_t rc = 1;
-    if (io->opcode & 0x8) { /* control: at most 125 bytes, never fragmented (libwslay checks) */
-        if (is_first && is_last)
-            return ws_control(ws, io->opcode, io->data, io->data_length);
-        if (!ws->ctl && (ws->ctl = malloc(125)) == NULL)
-            return -ENOMEM;
-        memcpy(ws->ctl + ws->ctl_len, io->data, io->data_length);
-        ws->ctl_len = (uint8_t)(ws->ctl_len + io->data_length);
-        if (is_last) {
-            rc = ws_control(ws, io->opcode, ws->ctl, ws->ctl_len);
-            free(ws->ctl);
-            ws->ctl = NULL;
-            ws->ctl_len = 0;
-        }
-        return rc;
-    }
-    if (!ws->msg_opcode) { /* an unfragmented binary frame: into the session's input */
-        if (io->data_length && nl_buf_append(in, io->data, io->data_length) < 0)
-            return -ENOMEM;
-        return is_last ? 2 : 1;
-    }
-    if (io->data_length && nl_buf_append(&ws->msg, io->data, io->data_length) < 0)
-        return -ENOMEM;
-    if (!is_last || !io->fin)
-        return 1;
-    int err = ws_deliver(in, nl_buf_peek(&ws->msg), nl_buf_readable(&ws->msg));
-    nl_buf_retrieve_all(&ws->msg);
-    nl_buf_release(&ws->msg);
-    ws->msg_opcode = 0;
-    return err < 0 ? err : 2;
-}
-
-/* Parses the feed's bytes (and what the parser holds) while the session's input has room.
- * Returns the bytes appended to in, or a negative errno. Bytes it did not take stay in the
- * feed; WS_STOPPED says it stopped for room, WS_CLOSING that the input is over. */
-static ssize_t ws_parse(ws_thread_t *t, ws_conn_t *ws, nl_buf_t *in)
-{
-    wslay_frame_context_ptr ctx = ws_parser(t, ws);
-    if (!ctx)
-        return -ENOMEM;
-    size_t before = nl_buf_readable(in);
-    ssize_t rc = 1;
-    ws->flags &= (uint8_t)~WS_STOPPED;
-    while (!(ws->flags & WS_CLOSING)) {
-        /* A new frame starts only with room for the largest message. */
-        if (ws->frame_off == 0 && !ws_has_room(ws, in)) {
-            ws->flags |= WS_STOPPED;
-            break;
-        }
-        struct wslay_frame_iocb io;
-        ssize_t r = wslay_frame_recv(ctx, &io);
-        if (r == WSLAY_ERR_WANT_READ)
-            break;
-        rc = r < 0 ? ws_fail(ws, GW_WS_ERR_PROTOCOL, GW_WS_CLOSE_PROTOCOL_ERROR, "bad frame")
-                   : ws_piece(ws, &io, in);
-        if (rc < 0)
-            break;
-    }
-    ws_parser_settle(t, ws, ctx);
-    if (rc < 0)
-        return rc;
-    return (ssize_t)(nl_buf_readable(in) - before);
+    const proto_ws_read_opts_t opts = {
+        .max_message_bytes = ws_max_message(ws, in),
+        .is_masked = true,
+        .is_paced = true,
+        .on_control = ws_control,
+        .on_error = ws_broken,
+        .arg = ws,
+    };
+    return proto_ws_read(&ws->rd, &opts, p, len, in);
 }
 
 /* recv on the connection's socket: bytes, 0 at EOF, -EAGAIN, -errno. */
@@ -465,20 +245,17 @@ static ssize_t ws_send(const ws_conn_t *ws, const void *buf, size_t len)
 }
 
 /* Reads raw bytes into the thread's scratch area. */
-static ssize_t ws_read_raw(ws_conn_t *ws, ws_thread_t *t)
+static ssize_t ws_read_raw(const ws_conn_t *ws)
 {
     if (ws->tls)
-        return gw_tls_conn_read(ws->tls, t->scratch, sizeof(t->scratch));
-    return ws_recv(ws, t->scratch, sizeof(t->scratch));
+        return gw_tls_conn_read(ws->tls, ws_scratch, sizeof(ws_scratch));
+    return ws_recv(ws, ws_scratch, sizeof(ws_scratch));
 }
 
 static ssize_t ws_read(nl_conn_t *c, void *state, nl_buf_t *in)
 {
     NL_UNUSED(c);
     ws_conn_t *ws = state;
-    ws_thread_t *t = ws_thread();
-    if (!t)
-        return -ENOMEM;
     size_t appended = 0;
     for (;;) {
         if (ws->flags & WS_CLOSING)
@@ -486,30 +263,30 @@ static ssize_t ws_read(nl_conn_t *c, void *state, nl_buf_t *in)
         /* Bytes left from before come first (the upgrade's rest, a stop for room), then what
          * the parser itself holds; only then the socket. */
         bool is_raw = nl_buf_readable(&ws->raw) > 0;
+        const uint8_t *p = NULL;
+        size_t len = 0;
         if (is_raw) {
-            t->feed = (ws_feed_t){.ws = ws,
-                                  .p = (const uint8_t *)nl_buf_peek(&ws->raw),
-                                  .len = nl_buf_readable(&ws->raw)};
-        } else if (ws->flags & WS_STOPPED) {
-            t->feed = (ws_feed_t){.ws = ws, .p = NULL, .len = 0};
-        } else {
-            ssize_t n = ws_read_raw(ws, t);
+            p = (const uint8_t *)nl_buf_peek(&ws->raw);
+            len = nl_buf_readable(&ws->raw);
+        } else if (!proto_ws_reader_is_stopped(&ws->rd)) {
+            ssize_t n = ws_read_raw(ws);
             if (n <= 0)
                 return appended > 0 && (n == 0 || n == -EAGAIN) ? (ssize_t)appended : n;
-            t->feed = (ws_feed_t){.ws = ws, .p = t->scratch, .len = (size_t)n};
+            p = ws_scratch;
+            len = (size_t)n;
         }
-        ssize_t rc = ws_parse(t, ws, in);
+        ssize_t rc = ws_parse(ws, &p, &len, in);
         /* What the parser did not take waits in raw. */
         if (is_raw) {
-            nl_buf_retrieve(&ws->raw, nl_buf_readable(&ws->raw) - t->feed.len);
+            nl_buf_retrieve(&ws->raw, nl_buf_readable(&ws->raw) - len);
             nl_buf_release(&ws->raw);
-        } else if (t->feed.len > 0 && nl_buf_append(&ws->raw, t->feed.p, t->feed.len) < 0) {
+        } else if (len > 0 && nl_buf_append(&ws->raw, p, len) < 0) {
             return -ENOMEM;
         }
         if (rc < 0)
             return rc;
         appended += (size_t)rc;
-        if (ws->flags & WS_STOPPED)
+        if (proto_ws_reader_is_stopped(&ws->rd))
             return appended > 0 ? (ssize_t)appended : -ENOBUFS;
         /* A whole read parsed without a message (a ping, half a frame): read on, so that an
          * edge-triggered socket is drained before netlib waits. */
@@ -522,7 +299,7 @@ static bool ws_has_pending(const nl_conn_t *c, void *state)
 {
     NL_UNUSED(c);
     const ws_conn_t *ws = state;
-    return nl_buf_readable(&ws->raw) > 0 || (ws->flags & WS_STOPPED) ||
+    return nl_buf_readable(&ws->raw) > 0 || proto_ws_reader_is_stopped(&ws->rd) ||
            (ws->tls && gw_tls_conn_has_pending(ws->tls));
 }
 
@@ -539,7 +316,7 @@ static int ws_open(nl_conn_t *c, void *arg, bool is_client, void **state)
     ws->l = l;
     ws->c = c;
     nl_buf_init(&ws->raw, 0);
-    nl_buf_init(&ws->msg, 0);
+    proto_ws_reader_init(&ws->rd);
     ws->up = gw_ws_upgrade_new();
     if (l->tls)
         ws->tls = gw_tls_conn_new(l, c);
@@ -582,22 +359,19 @@ static int ws_write_response(ws_conn_t *ws)
  * first, so the upgrade's buffer grows only by what came. */
 static int ws_read_request(ws_conn_t *ws)
 {
-    ws_thread_t *t = ws_thread();
-    if (!t)
-        return -ENOMEM;
     for (;;) {
         size_t cap = gw_ws_upgrade_room(ws->up);
-        if (cap > sizeof(t->scratch))
-            cap = sizeof(t->scratch);
+        if (cap > sizeof(ws_scratch))
+            cap = sizeof(ws_scratch);
         ssize_t n;
-        n = ws->tls ? gw_tls_conn_read(ws->tls, t->scratch, cap) : ws_recv(ws, t->scratch, cap);
+        n = ws->tls ? gw_tls_conn_read(ws->tls, ws_scratch, cap) : ws_recv(ws, ws_scratch, cap);
         if (n == -EAGAIN)
             return NL_TRANSPORT_WANT_READ;
         if (n == 0)
             return -ECONNRESET; /* the peer left before its request was complete */
         if (n < 0)
             return (int)n;
-        int rc = gw_ws_upgrade_feed(ws->up, t->scratch, (size_t)n, ws->l);
+        int rc = gw_ws_upgrade_feed(ws->up, ws_scratch, (size_t)n, ws->l);
         if (rc < 0)
             return rc;
         if (rc == 1)
@@ -666,7 +440,7 @@ void gw_ws_close_now(nl_conn_t *c)
     uint8_t payload[125];
     size_t n = ws_close_payload(payload, ws->close_code ? ws->close_code : GW_WS_CLOSE_NORMAL,
                                 ws->close_reason);
-    if (ws_send_control(ws, WSLAY_CONNECTION_CLOSE, payload, n) == 0)
+    if (ws_send_control(ws, PROTO_WS_CLOSE, payload, n) == 0)
         ws->flags |= WS_CLOSE_SENT;
 }
 
@@ -681,7 +455,7 @@ static int ws_shutdown(nl_conn_t *c, void *state)
                 payload, ws->close_code ? ws->close_code : GW_WS_CLOSE_NORMAL, ws->close_reason);
             if ((ws->out = malloc(2 + n)) == NULL)
                 return NL_TRANSPORT_DONE; /* no close frame: the half-close says it all */
-            ws->out[0] = (char)(0x80 | WSLAY_CONNECTION_CLOSE);
+            ws->out[0] = (char)(0x80 | PROTO_WS_CLOSE);
             ws->out[1] = (char)n;
             memcpy(ws->out + 2, payload, n);
             ws->out_len = (uint16_t)(2 + n);
@@ -723,10 +497,7 @@ static void ws_free(nl_conn_t *c, void *state)
     gw_ws_upgrade_free(ws->up);
     gw_tls_conn_free(ws->tls);
     nl_buf_deinit(&ws->raw);
-    nl_buf_deinit(&ws->msg);
-    if (ws->ctx)
-        wslay_frame_context_free(ws->ctx);
-    free(ws->ctl);
+    proto_ws_reader_deinit(&ws->rd);
     free(ws->out);
     free(ws);
 }

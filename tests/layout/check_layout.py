@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Keeps the house standing: every #include and every target link in gateway/ runs down the
-rooms' order, never up or sideways; netlib includes nothing above it; proto only netlib and
-protobuf-c; loadgen speaks only the wire protocol (no gateway header, no gateway target).
+rooms' order, never up or sideways; netlib includes nothing above it; proto only netlib,
+protobuf-c and libwslay (its WebSocket frame reader, shared by the server and loadgen); loadgen speaks only the wire protocol (no gateway header, no gateway target).
 
 Usage: check_layout.py [--root DIR]   (default: the checkout this file is in)
 Prints one line per violation and exits 1 if there is any, 0 otherwise.
@@ -31,6 +31,8 @@ MAIN_RANK = len(RANKS)  # gateway/main.c wires every room
 # Third-party headers netlib must never include (it depends on libc, and liburing).
 NOT_IN_NETLIB = re.compile(r'^(hiredis|openssl|protobuf-c|wslay|microhttpd|jansson|ini|cmocka)'
                            r'|(gw_|lg_|proto_|herald\.pb-c)')
+# Third-party headers proto must never include (it depends on netlib, protobuf-c and libwslay).
+NOT_IN_PROTO = re.compile(r'^(hiredis|openssl|microhttpd|jansson|ini|cmocka|http_parser)')
 INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]', re.M)
 
 
@@ -138,6 +140,8 @@ def check_lower_libraries(root, say):
         for kind, name in INCLUDE.findall(open(path).read()):
             if kind == '"' and not (name.startswith('netlib/') or name.startswith('proto_') or
                                     name.startswith('herald.pb-c')):
+                say('%s: proto includes %s' % (os.path.relpath(path, root), name))
+            elif kind == '<' and NOT_IN_PROTO.search(name):
                 say('%s: proto includes %s' % (os.path.relpath(path, root), name))
     loadgen = os.path.join(root, 'loadgen')
     for path in sources(loadgen):

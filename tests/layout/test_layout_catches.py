@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The layout check must fail on a broken house: on a copy of the tree, each kind of break is
 made once (an include up, one sideways, a private header of another room, a link up, netlib
-reaching into the gateway, loadgen including a gateway header), and check_layout.py must name
+reaching into the gateway, proto including a library above it, loadgen including a gateway
+header), and check_layout.py must name
 every one of them and exit 1. It must also pass on the copy before the breaks."""
 import os
 import shutil
@@ -43,6 +44,7 @@ def main():
         with open(os.path.join(g, 'state', 'CMakeLists.txt'), 'a') as f:
             f.write('gw_room(gw_state LINKS gw_engine)\n')
         prepend(os.path.join(tmp, 'netlib', 'src', 'nl_buf.c'), '#include "gw_fanout.h"')
+        prepend(os.path.join(tmp, 'proto', 'proto_ws.c'), '#include <openssl/ssl.h>')
         prepend(os.path.join(tmp, 'loadgen', 'lg_x.c'), '#include "gw_auth.h"')
         rc, out = run(tmp)
         wanted = [
@@ -51,6 +53,7 @@ def main():
             'gateway/core/gw_loop.c: includes gw_redis_link.h, a private header of engine/redis',
             'gateway/state/CMakeLists.txt: links gw_engine, up from state',
             'netlib/src/nl_buf.c: netlib includes gw_fanout.h',
+            'proto/proto_ws.c: proto includes openssl/ssl.h',
             'loadgen/lg_x.c: loadgen includes gw_auth.h',
         ]
         missed = [w for w in wanted if w not in out]
