@@ -5,6 +5,8 @@ if(NOT TARGET proto)
 endif()
 
 herald_unit(test_proto_frame LIBS proto LABELS unit)
+# The WebSocket frame reader the server and loadgen share.
+herald_unit(test_proto_ws LIBS proto LABELS unit)
 
 # Interoperability: herald_pb2.py is generated into the build tree by Debian's protoc, and
 # /usr/bin/python3 (Debian's python3-protobuf; the pyenv python on PATH lacks it) drives
