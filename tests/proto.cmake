@@ -39,4 +39,6 @@ endif()
 # the ASan+UBSan configuration). It links proto_fuzz, the codec compiled with coverage hooks.
 if(HERALD_FUZZ AND TARGET proto_fuzz)
     herald_fuzz(fuzz_proto_frame SOURCES fuzz/fuzz_proto_frame.c LIBS proto_fuzz SECONDS 60)
+    # WebSocket frames off the network, read by the server and loadgen alike (proto_ws.c).
+    herald_fuzz(fuzz_proto_ws SOURCES fuzz/fuzz_proto_ws.c LIBS proto_fuzz SECONDS 30)
 endif()
