@@ -11,8 +11,8 @@
  * Checked on every read:
  *   - proto_ws_read returns the bytes it appended, or -ENOMEM / -ENOBUFS / the callback's
  *     error, and moves *p and *len only forward inside the read's bytes;
- *   - what it appended is whole messages, each behind its varint length and none over the
- *     limit; a paced reader appends only while the input has room for a largest message;
+ *   - what it appended is messages, each behind its whole varint length and none over the
+ *     limit (the last one may still be coming: a message's bytes are appended as they arrive);
  *   - control frames carry at most 125 bytes; after on_error (or a close) nothing is read;
  *   - a reader that goes on takes the whole read; only a paced one stops for room, and then
  *     gets its input drained and is read again until it goes on.
@@ -57,7 +57,8 @@ static int fz_error(void *arg, proto_ws_err_t err, uint64_t payload_len)
     return 0;
 }
 
-/* Takes the whole messages off in, checking each prefix and length against max. */
+/* Takes the whole messages off in, checking each prefix and length against max. A message's
+ * payload is appended as its frames arrive, so the last one may be partial: it stays. */
 static void drain(nl_buf_t *in, uint64_t max)
 {
     while (nl_buf_readable(in) > 0) {
@@ -66,13 +67,15 @@ static void drain(nl_buf_t *in, uint64_t max)
         uint64_t v = 0;
         size_t k = 0;
         for (;; k++) {
-            NL_ASSERT(k < avail && k < 10); /* a prefix is whole and short */
+            NL_ASSERT(k < 10); /* a prefix is at most 10 bytes */
+            NL_ASSERT(k < avail); /* and written whole */
             v |= (uint64_t)(b[k] & 0x7f) << (7 * k);
             if (!(b[k] & 0x80))
                 break;
         }
         NL_ASSERT(v <= max);
-        NL_ASSERT(k + 1 + v <= avail); /* the message is whole */
+        if (k + 1 + v > avail)
+            return; /* the rest of this message comes with later reads */
         nl_buf_retrieve(in, k + 1 + (size_t)v);
     }
 }
