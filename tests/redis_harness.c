@@ -374,19 +374,24 @@ static redisContext *connect_to(uint16_t port, const char *password)
 
 int test_redis_await_replicas(uint16_t master_port, int n, int timeout_ms)
 {
-    redisContext *c = connect_to(master_port, NULL);
-    if (!c)
-        return -EIO;
     int rc = -ETIMEDOUT;
     int64_t deadline = now_ms() + timeout_ms;
+    redisContext *c = NULL;
     while (rc == -ETIMEDOUT && now_ms() < deadline) {
+        /* A command that outlasts the context's 5 s timeout (a loaded machine) or a connection
+         * the server closed breaks it: a new one, until the deadline. */
+        if (!c && (c = connect_to(master_port, NULL)) == NULL) {
+            rc = -EIO;
+            break;
+        }
         redisReply *r = redisCommand(c, "SET herald-test:replicated 1");
         bool is_set = r && r->type == REDIS_REPLY_STATUS;
         if (r)
             freeReplyObject(r);
         if (!r) {
-            rc = -EIO; /* the connection broke */
-            break;
+            redisFree(c);
+            c = NULL;
+            continue;
         }
         if (!is_set) {
             /* Refused for now (a server Sentinel is still reconfiguring): again shortly. */
@@ -395,14 +400,17 @@ int test_redis_await_replicas(uint16_t master_port, int n, int timeout_ms)
         }
         /* WAIT blocks until n replicas have the write, or 1 s passed. */
         r = redisCommand(c, "WAIT %d 1000", n);
-        if (!r)
-            rc = -EIO;
-        else if (r->type == REDIS_REPLY_INTEGER && r->integer >= n)
+        if (!r) {
+            redisFree(c);
+            c = NULL;
+            continue;
+        }
+        if (r->type == REDIS_REPLY_INTEGER && r->integer >= n)
             rc = 0;
-        if (r)
-            freeReplyObject(r);
+        freeReplyObject(r);
     }
-    redisFree(c);
+    if (c)
+        redisFree(c);
     return rc;
 }
 

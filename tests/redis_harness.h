@@ -84,7 +84,9 @@ int test_sentinel_start(test_sentinel_t *s, const test_sentinel_opts_t *o);
 void test_sentinel_kill(test_sentinel_t *s);
 
 /* Waits until the master on master_port has n replicas that acknowledged a write (a SET, then
- * WAIT n: Redis answers when they have it, no polling). Returns: 0; -ETIMEDOUT; -EIO. */
+ * WAIT n: Redis answers when they have it, no polling), connecting again when a command breaks
+ * the connection (a 5 s stall on a loaded machine). Returns: 0; -ETIMEDOUT; -EIO (no
+ * connection could be made). */
 int test_redis_await_replicas(uint16_t master_port, int n, int timeout_ms);
 
 /* Waits until sentinel s knows `others` other sentinels and `replicas` replicas of master
