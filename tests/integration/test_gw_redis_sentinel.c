@@ -185,15 +185,24 @@ static void test_gw_redis_sentinel_follows_failover(void **state)
      * plus the down-after. */
     assert_true(took >= 1000);
     assert_true(took < 1000 + 3000 + 2000);
+    /* Asked again, as the engine does while it has no master: a sentinel that has not heard
+     * of the failover yet (it learns from the others' hellos, every 2 s) answers from the old
+     * configuration, which is stale and passed over, so the question is asked until a current
+     * answer comes; it names the new master. */
     int before = fx->answers;
-    gw_redis_sentinel_ask(fx->client, 1);
-    gw_redis_sentinel_ask(fx->client, 1); /* one question in flight at a time */
-    run_until(fx, &fx->answers, before + 1, "the answer after the failover");
+    int64_t deadline = now_ms() + WAIT_MS;
+    while (fx->answers == before) {
+        if (now_ms() > deadline)
+            fail_msg("no current answer after the failover (%d stale)", (int)st.stale);
+        gw_redis_sentinel_ask(fx->client, 1);
+        gw_redis_sentinel_ask(fx->client, 1); /* one question in flight at a time */
+        assert_true(nl_loop_run_once(fx->loop, 50) >= 0);
+        gw_redis_sentinel_get_stats(fx->client, &st);
+    }
     assert_int_equal(fx->port, fx->replica.port);
     /* Each sentinel announces the switch (the leader first): one event per sentinel heard. */
     gw_redis_sentinel_get_stats(fx->client, &st);
     assert_true(st.switches >= 1 && st.switches <= N_SENTINELS);
-    assert_int_equal(st.stale, 0);
 }
 
 /* Sentinels with a password: the right one gets the answer, a wrong one nothing. */
