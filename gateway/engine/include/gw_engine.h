@@ -116,6 +116,7 @@ gw_cancel_t *gw_cancel_new(void);
 gw_cancel_t *gw_cancel_ref(gw_cancel_t *c);
 void gw_cancel_unref(gw_cancel_t *c);
 
+
 static inline void gw_cancel_set(gw_cancel_t *c)
 {
     atomic_store_explicit(&c->is_cancelled, true, memory_order_relaxed);
@@ -137,6 +138,14 @@ struct gw_engine_reply_s {
     uint64_t u64[2];
     gw_cancel_t *cancel;
 };
+
+/* A reply whose callback will never run: the node is stopping and has detached the engine, so
+ * its IO loops (where the callback would run) are going. Releases the requester's cancel
+ * reference, which the callback would have. Thread: the engine's. */
+static inline void gw_engine_reply_drop(const gw_engine_reply_t *r)
+{
+    gw_cancel_unref(r->cancel);
+}
 
 /* How a history request turned out (herald_recoveries_total{result}). */
 typedef enum gw_recovery_e {

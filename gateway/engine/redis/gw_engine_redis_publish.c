@@ -49,11 +49,18 @@ struct re_held_s {
 };
 
 /* Answers where the publisher asked: on its loop (posted), or here (the HTTP thread's answer
- * is safe from any thread). Frees req. */
+ * is safe from any thread). Frees req. Once the node has detached the engine its IO loops
+ * are stopping (and then freed): an answer for one, such as a command the closing link
+ * answers NULL, is dropped, as nobody waits for it. */
 static void pub_answer(gw_engine_pub_t *req)
 {
     if (!req->reply.loop) {
         gw_engine_pub_reply_run(req);
+        return;
+    }
+    if (((redis_engine_t *)req->engine)->is_detached) {
+        gw_engine_reply_drop(&req->reply);
+        free(req);
         return;
     }
     if (nl_loop_post(req->reply.loop, gw_engine_pub_reply_run, req) < 0) {

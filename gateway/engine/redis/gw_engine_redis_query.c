@@ -151,6 +151,13 @@ static void rp_answer(rp_query_t *q,
         rp_answer_run(a);
         return;
     }
+    /* Detached: the IO loops are stopping (then freed), and nobody there waits (as pub_answer). */
+    if (q->re->is_detached) {
+        gw_engine_reply_drop(&q->reply);
+        rp_query_free(q);
+        free(a);
+        return;
+    }
     if (nl_loop_post(q->reply.loop, rp_answer_run, a) < 0) {
         rp_query_free(q);
         free(a);
