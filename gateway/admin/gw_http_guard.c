@@ -335,12 +335,13 @@ static void guard_admit(gw_http_guard_t *g, track_t *t)
         return;
     if (victim == NULL)
         victim = pick_victim(g, t, false);
+    /* Counted before the answer goes out: a client that has read its 503 finds it counted. */
     if (victim != NULL) {
-        track_cut(victim, full_answer, sizeof(full_answer) - 1);
         count(&g->n_shed);
+        track_cut(victim, full_answer, sizeof(full_answer) - 1);
     } else {
-        track_cut(t, full_answer, sizeof(full_answer) - 1);
         count(&g->n_refused);
+        track_cut(t, full_answer, sizeof(full_answer) - 1);
     }
 }
 
