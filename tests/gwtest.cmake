@@ -77,17 +77,21 @@ herald_gwtest(test_gw_hostile LABELS hostile TIMEOUT 600)
 if(TARGET test_gw_hostile)
     set_tests_properties(test_gw_hostile PROPERTIES RUN_SERIAL TRUE)
 endif()
-# The Redis engine: herald nodes and real redis-server processes (tests/redis_harness.c).
-# Label hostile too: issue 24's Redis findings (a publish Redis never answered, idempotency
-# keys across nodes, offset 1 after an empty restart) are cases of it.
-herald_gwtest(test_gw_redis_engine LABELS hostile TIMEOUT 300)
-if(TARGET test_gw_redis_engine)
-    target_sources(test_gw_redis_engine PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/redis_harness.c)
-    pkg_check_modules(GWTEST_REDIS_JANSSON REQUIRED IMPORTED_TARGET jansson)
-    pkg_check_modules(GWTEST_REDIS_HIREDIS REQUIRED IMPORTED_TARGET hiredis)
-    target_link_libraries(test_gw_redis_engine PRIVATE PkgConfig::GWTEST_REDIS_JANSSON
-                          PkgConfig::GWTEST_REDIS_HIREDIS)
-endif()
+# The Redis engine: herald nodes and real redis-server processes (tests/redis_harness.c, the
+# fixture in integration/redis_engine_fx.h): across nodes (test_gw_redis_engine) and when Redis
+# fails, stalls or comes back with less (test_gw_redis_outage). Label hostile too: issue 24's
+# Redis findings (a publish Redis never answered, idempotency keys across nodes, offset 1 after
+# an empty restart) are cases of them.
+pkg_check_modules(GWTEST_REDIS_JANSSON REQUIRED IMPORTED_TARGET jansson)
+pkg_check_modules(GWTEST_REDIS_HIREDIS REQUIRED IMPORTED_TARGET hiredis)
+foreach(t test_gw_redis_engine test_gw_redis_outage)
+    herald_gwtest(${t} LABELS hostile TIMEOUT 300)
+    if(TARGET ${t})
+        target_sources(${t} PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/redis_harness.c)
+        target_link_libraries(${t} PRIVATE PkgConfig::GWTEST_REDIS_JANSSON
+                              PkgConfig::GWTEST_REDIS_HIREDIS)
+    endif()
+endforeach()
 # A Redis failover through Sentinel under load (tests/failover_run.c): a master, a replica,
 # three redis-sentinels and two herald nodes.
 herald_gwtest(test_gw_redis_failover TIMEOUT 300)
